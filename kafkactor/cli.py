@@ -1,0 +1,90 @@
+"""The `kafkactor` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from kafkactor import __version__
+
+
+def _cmd_version(_args: argparse.Namespace) -> int:
+    print(f"kafkactor {__version__}")
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from kafkactor.timer.demo import TimerDemoStats, run_timer_demo
+    from kafkactor.timer.system_timer import Timer
+
+    print(
+        f"kafkactor demo: {args.rate} delayed requests/s for {args.seconds:.1f}s on a "
+        f"hierarchical timing wheel; {args.early:.0%} complete early, the rest expire"
+    )
+
+    def progress(elapsed_s: float, stats: TimerDemoStats, timer: Timer) -> None:
+        print(
+            f"  t={elapsed_s:5.1f}s  added={stats.added:6d}  completed={stats.completed_early:6d}"
+            f"  expired={stats.expired:6d}  pending={timer.size:5d}"
+            f"  wheel levels={len(timer.wheel.levels())}  queued buckets={timer.queued_buckets}",
+            flush=True,
+        )
+
+    stats = run_timer_demo(
+        duration_s=args.seconds,
+        requests_per_s=args.rate,
+        max_timeout_ms=args.max_timeout_ms,
+        early_fraction=args.early,
+        on_progress=progress,
+    )
+    print()
+    print(f"  requests added       {stats.added}")
+    print(f"  completed early      {stats.completed_early}")
+    print(f"  expired by the timer {stats.expired}")
+    print(f"  peak pending         {stats.max_pending}")
+    print(f"  wheel levels used    {stats.max_levels}")
+    print(
+        "  expiry lateness (ms) "
+        f"p50={stats.lateness_percentile(0.5)} p99={stats.lateness_percentile(0.99)} "
+        f"max={max(stats.lateness_ms, default=0)}"
+    )
+    lost = stats.added - stats.completed_early - stats.expired
+    if lost:
+        print(f"  ERROR: {lost} requests neither completed nor expired", file=sys.stderr)
+        return 1
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kafkactor",
+        description="Kafka's broker internals rebuilt as a Python actor system.",
+    )
+    parser.add_argument("--version", action="version", version=f"kafkactor {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    version = commands.add_parser("version", help="print the version")
+    version.set_defaults(func=_cmd_version)
+
+    demo = commands.add_parser("demo", help="run the demo (for now: the timing wheel)")
+    demo.add_argument("--seconds", type=float, default=3.0, help="how long to add requests")
+    demo.add_argument("--rate", type=int, default=2000, help="delayed requests per second")
+    demo.add_argument(
+        "--max-timeout-ms", type=int, default=1500, help="request timeouts are 1..this many ms"
+    )
+    demo.add_argument(
+        "--early", type=float, default=0.9, help="fraction of requests completed before timeout"
+    )
+    demo.set_defaults(func=_cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    result: int = args.func(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""Kafka's SystemTimer: a hierarchical timing wheel driven by a queue of buckets."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import structlog
+
+from kafkactor.timer.clock import Clock
+from kafkactor.timer.delay_queue import BucketQueue
+from kafkactor.timer.task import TaskCounter, TimerTask, TimerTaskEntry
+from kafkactor.timer.wheel import TimingWheel
+
+TaskExecutor = Callable[[TimerTask], object]
+
+_log = structlog.get_logger("kafkactor.timer")
+
+
+def run_inline(task: TimerTask) -> None:
+    """The default executor: run the task on the thread that expired it; an error is logged."""
+    try:
+        task.run()
+    except Exception:
+        _log.exception("timer.task_error", task=type(task).__name__)
+
+
+class Timer:
+    """Kafka's `SystemTimer`: schedule `TimerTask`s, expire them as the clock advances.
+
+    `add` is O(1) and safe from any thread. `advance_clock` is called by one driving thread (a
+    broker's Reaper): it flushes every bucket whose expiration has passed, running due tasks
+    through the executor and moving the rest of an expired overflow bucket to finer wheels.
+    A task whose expiration is not after the clock's current time runs at once on `add`.
+
+    The executor is any callable taking the expired task (default: run it inline on the advancing
+    thread). It is called with the timer's lock held, so it should hand off or be quick; a task's
+    `run()` may add to or cancel in the same timer.
+    """
+
+    def __init__(
+        self,
+        clock: Clock,
+        tick_ms: int = 1,
+        wheel_size: int = 20,
+        executor: TaskExecutor | None = None,
+    ) -> None:
+        self._clock = clock
+        self._executor: TaskExecutor = executor if executor is not None else run_inline
+        self._lock = threading.RLock()
+        self._bucket_arrived = threading.Condition(self._lock)
+        self._counter = TaskCounter()
+        self._queue = BucketQueue(on_offer=self._bucket_arrived.notify_all)
+        self._wheel = TimingWheel(
+            tick_ms=tick_ms,
+            wheel_size=wheel_size,
+            start_ms=clock.now_ms(),
+            task_counter=self._counter,
+            queue=self._queue,
+            lock=self._lock,
+        )
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @property
+    def wheel(self) -> TimingWheel:
+        """The finest wheel (level 0); its `levels()` lists every level created so far."""
+        return self._wheel
+
+    @property
+    def size(self) -> int:
+        """The number of pending tasks: added, not yet run, not cancelled."""
+        return self._counter.value
+
+    @property
+    def queued_buckets(self) -> int:
+        """How many buckets sit in the clock-driving queue (bounded by the wheels' bucket count)."""
+        return len(self._queue)
+
+    def add(self, task: TimerTask) -> None:
+        """Schedule `task` to run `task.delay_ms` from now (now or in the past: run at once)."""
+        now = self._clock.now_ms()
+        with self._lock:
+            entry = TimerTaskEntry(task, now + task.delay_ms)
+            if entry.expiration_ms <= now or not self._wheel.add(entry):
+                self._run_unless_cancelled(entry)
+
+    def advance_clock(self, timeout_ms: int) -> bool:
+        """Expire everything due; True when at least one bucket was flushed.
+
+        When nothing is due, waits up to `timeout_ms` for the earliest bucket (a SystemClock);
+        a ManualClock never waits. The wait ends early, returning False, when a new bucket is
+        queued before anything falls due.
+        """
+        with self._lock:
+            queue = self._queue
+            bucket = queue.poll(self._clock.now_ms())
+            if bucket is None:
+                head = queue.peek_expiration()
+                now = self._clock.now_ms()
+                wait_ms = timeout_ms if head is None else min(timeout_ms, head - now)
+                self._clock.wait(self._bucket_arrived, wait_ms)
+                bucket = queue.poll(self._clock.now_ms())
+                if bucket is None:
+                    return False
+            wheel = self._wheel
+            reinsert = self._reinsert
+            while bucket is not None:
+                wheel.advance_clock(bucket.expiration_ms)
+                bucket.flush(reinsert)
+                bucket = queue.poll(self._clock.now_ms())
+            return True
+
+    def wakeup(self) -> None:
+        """End a wait in `advance_clock` early (used to stop a driving thread promptly)."""
+        with self._lock:
+            self._bucket_arrived.notify_all()
+
+    def _reinsert(self, entry: TimerTaskEntry) -> None:
+        if not self._wheel.add(entry):
+            self._run_unless_cancelled(entry)
+
+    def _run_unless_cancelled(self, entry: TimerTaskEntry) -> None:
+        task = entry.task
+        if task is not None and task._entry is entry:
+            task._entry = None
+            self._executor(task)
+
+    def __repr__(self) -> str:
+        return f"Timer(size={self.size}, wheel={self._wheel!r})"
