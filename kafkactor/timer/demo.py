@@ -47,6 +47,7 @@ class _DelayedRequest(TimerTask):
 
 
 def run_timer_demo(
+    *,
     duration_s: float = 3.0,
     requests_per_s: int = 2000,
     max_timeout_ms: int = 1500,

@@ -36,6 +36,7 @@ class ScheduledTask(TimerTask):
     def __init__(
         self,
         scheduler: Scheduler,
+        *,
         name: str,
         fn: Callable[[], object],
         delay_ms: int,
@@ -136,7 +137,14 @@ class Scheduler:
         if period_ms is not None and period_ms <= 0:
             raise ValueError(f"period_ms must be positive, got {period_ms} for task {name!r}")
         now = self._clock.now_ms()
-        task = ScheduledTask(self, name, fn, max(delay_ms, 0), period_ms, now + max(delay_ms, 0))
+        task = ScheduledTask(
+            self,
+            name=name,
+            fn=fn,
+            delay_ms=max(delay_ms, 0),
+            period_ms=period_ms,
+            due_ms=now + max(delay_ms, 0),
+        )
         with self._lock:
             if not self._running:
                 raise SchedulerNotRunningError(f"cannot schedule {name!r}: scheduler not running")

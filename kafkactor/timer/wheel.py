@@ -37,6 +37,7 @@ class TimingWheel:
         tick_ms: int,
         wheel_size: int,
         start_ms: int,
+        *,
         task_counter: TaskCounter | None = None,
         queue: BucketQueue | None = None,
         lock: threading.RLock | None = None,
@@ -103,7 +104,7 @@ class TimingWheel:
             return self._overflow
 
     def advance_clock(self, time_ms: int) -> None:
-        """Move this wheel's and every coarser wheel's current time up to `time_ms` (tick-aligned)."""
+        """Move this wheel's and every coarser wheel's time up to `time_ms` (tick-aligned)."""
         wheel: TimingWheel | None = self
         while wheel is not None and time_ms >= wheel.current_time_ms + wheel.tick_ms:
             wheel.current_time_ms = time_ms - (time_ms % wheel.tick_ms)
