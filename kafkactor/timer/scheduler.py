@@ -188,18 +188,22 @@ class Scheduler:
             pass
 
     def _submit(self, task: ScheduledTask) -> None:
-        with self._lock:
-            pool = self._pool
-            if pool is None or task.is_cancelled:
-                return
+        # Runs on the timer's expiring thread with the timer's lock held: take no scheduler lock
+        # here (rescheduling takes the scheduler lock, then the timer's).
+        pool = self._pool
+        if pool is None or task.is_cancelled:
+            return
+        try:
             pool.submit(task._execute)
+        except RuntimeError:  # the pool shut down after we read it: the task is cancelled anyway
+            return
 
     def _after_run(self, task: ScheduledTask) -> None:
         if task.period_ms is None:
             self._forget(task)
             return
         with self._lock:
-            if not self._running or task.is_cancelled:
+            if not self._keeps(task):
                 return
             now = self._clock.now_ms()
             next_due = task.due_ms + task.period_ms
@@ -207,7 +211,15 @@ class Scheduler:
                 next_due += ((now - next_due) // task.period_ms + 1) * task.period_ms
             task.due_ms = next_due
             task.delay_ms = next_due - now  # > 0, so the add below never runs the task inline
-            self._timer.add(task)
+        self._timer.add(task)
+        with self._lock:
+            stopped = not self._keeps(task)
+        if stopped:  # shut down or cancelled while we re-added it: take it out again
+            TimerTask.cancel(task)
+
+    def _keeps(self, task: ScheduledTask) -> bool:
+        # caller holds self._lock
+        return self._running and not task.is_cancelled
 
     def _forget(self, task: ScheduledTask) -> None:
         with self._lock:

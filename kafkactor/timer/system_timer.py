@@ -50,6 +50,7 @@ class Timer:
         self._lock = threading.RLock()
         self._bucket_arrived = threading.Condition(self._lock)
         self._counter = TaskCounter()
+        self._wakeup_pending = False
         self._queue = BucketQueue(on_offer=self._bucket_arrived.notify_all)
         self._wheel = TimingWheel(
             tick_ms=tick_ms,
@@ -92,7 +93,7 @@ class Timer:
 
         When nothing is due, waits up to `timeout_ms` for the earliest bucket (a SystemClock);
         a ManualClock never waits. The wait ends early, returning False, when a new bucket is
-        queued before anything falls due.
+        queued before anything falls due, or when `wakeup()` was called (also just before).
         """
         with self._lock:
             queue = self._queue
@@ -101,7 +102,9 @@ class Timer:
                 head = queue.peek_expiration()
                 now = self._clock.now_ms()
                 wait_ms = timeout_ms if head is None else min(timeout_ms, head - now)
-                self._clock.wait(self._bucket_arrived, wait_ms)
+                if not self._wakeup_pending:
+                    self._clock.wait(self._bucket_arrived, wait_ms)
+                self._wakeup_pending = False
                 bucket = queue.poll(self._clock.now_ms())
                 if bucket is None:
                     return False
@@ -114,8 +117,13 @@ class Timer:
             return True
 
     def wakeup(self) -> None:
-        """End a wait in `advance_clock` early (used to stop a driving thread promptly)."""
+        """End the current or the next wait in `advance_clock` early.
+
+        The request is remembered until a wait consumes it, so a driving thread that checks a stop
+        flag and then calls `advance_clock` cannot miss a wakeup sent in between.
+        """
         with self._lock:
+            self._wakeup_pending = True
             self._bucket_arrived.notify_all()
 
     def _reinsert(self, entry: TimerTaskEntry) -> None:
