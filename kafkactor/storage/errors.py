@@ -1,0 +1,68 @@
+"""Typed errors of the storage layer.
+
+Every error about bytes carries ``position``: the byte offset, in the buffer being read, of the
+batch that could not be used, so a log can report it or truncate there. The errors pickle with
+their fields, so they can cross a process like any other value (DESIGN.md, principle 5).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Kafka's names of the compression codec ids (CompressionType).
+_CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+__all__ = [
+    "CorruptRecordError",
+    "StorageError",
+    "TruncatedBatchError",
+    "UnsupportedCompressionError",
+]
+
+
+class StorageError(Exception):
+    """Base class of every error raised by ``kafkactor.storage``."""
+
+
+class CorruptRecordError(StorageError):
+    """Bytes that are not a valid record batch (Kafka's ``CorruptRecordException``).
+
+    Raised for a wrong magic byte, a CRC mismatch, an impossible length or record count, or a
+    record whose varint framing does not add up. ``position`` is where the offending batch starts.
+    """
+
+    def __init__(self, message: str, position: int) -> None:
+        super().__init__(f"{message} (batch at position {position})")
+        self.message = message
+        self.position = position
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.message, self.position))
+
+
+class TruncatedBatchError(CorruptRecordError):
+    """The buffer ends inside a batch: the tail is incomplete rather than damaged.
+
+    A log that finds this at the end of its last segment truncates the partial batch (Kafka's
+    recovery drops a partial tail the same way); a fetch response may legitimately end with one.
+    """
+
+
+class UnsupportedCompressionError(StorageError):
+    """A batch whose attributes name a compression codec this storage layer cannot decode.
+
+    Not corruption: the CRC was valid, the producer simply compressed the batch. ``codec`` is the
+    3-bit codec id from the batch attributes (1 gzip, 2 snappy, 3 lz4, 4 zstd, 5-7 unassigned).
+    """
+
+    def __init__(self, codec: int, position: int) -> None:
+        name = _CODEC_NAMES.get(codec, "an unknown codec")
+        super().__init__(
+            f"record batch at position {position} is compressed with {name} (codec id {codec}); "
+            "only uncompressed batches are supported"
+        )
+        self.codec = codec
+        self.position = position
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.codec, self.position))
