@@ -71,7 +71,7 @@ class ManualClock:
         with self._lock:
             self._now_ms += ms
             now = self._now_ms
-            listeners = list(self._listeners)
+            listeners = list(self._listeners) if self._listeners else ()
         for listener in listeners:
             listener(now)
         return now

@@ -51,7 +51,8 @@ class Timer:
         self._bucket_arrived = threading.Condition(self._lock)
         self._counter = TaskCounter()
         self._wakeup_pending = False
-        self._queue = BucketQueue(on_offer=self._bucket_arrived.notify_all)
+        self._waiting = False
+        self._queue = BucketQueue(on_offer=self._wake_waiter)
         self._wheel = TimingWheel(
             tick_ms=tick_ms,
             wheel_size=wheel_size,
@@ -83,9 +84,23 @@ class Timer:
     def add(self, task: TimerTask) -> None:
         """Schedule `task` to run `task.delay_ms` from now (now or in the past: run at once)."""
         now = self._clock.now_ms()
+        expiration = now + task.delay_ms
         with self._lock:
-            entry = TimerTaskEntry(task, now + task.delay_ms)
-            if entry.expiration_ms <= now or not self._wheel.add(entry):
+            entry = TimerTaskEntry(task, expiration)
+            if expiration <= now or not self._wheel.add(entry):
+                self._run_unless_cancelled(entry)
+
+    def add_at(self, task: TimerTask, expiration_ms: int) -> None:
+        """Schedule `task` to run at the absolute time `expiration_ms` on the timer's clock.
+
+        Periodic schedules use this so that time passing while they re-plan cannot push their
+        grid back.
+        """
+        expiration = expiration_ms
+        now = self._clock.now_ms()
+        with self._lock:
+            entry = TimerTaskEntry(task, expiration)
+            if expiration <= now or not self._wheel.add(entry):
                 self._run_unless_cancelled(entry)
 
     def advance_clock(self, timeout_ms: int) -> bool:
@@ -95,15 +110,24 @@ class Timer:
         a ManualClock never waits. The wait ends early, returning False, when a new bucket is
         queued before anything falls due, or when `wakeup()` was called (also just before).
         """
+        queue = self._queue
+        if timeout_ms <= 0:
+            # Fast path without the lock: nothing is due (reading the heap's head is atomic).
+            heap = queue._heap
+            if not heap or heap[0][0] > self._clock.now_ms():
+                return False
         with self._lock:
-            queue = self._queue
             bucket = queue.poll(self._clock.now_ms())
             if bucket is None:
                 head = queue.peek_expiration()
                 now = self._clock.now_ms()
                 wait_ms = timeout_ms if head is None else min(timeout_ms, head - now)
                 if not self._wakeup_pending:
-                    self._clock.wait(self._bucket_arrived, wait_ms)
+                    self._waiting = True
+                    try:
+                        self._clock.wait(self._bucket_arrived, wait_ms)
+                    finally:
+                        self._waiting = False
                 self._wakeup_pending = False
                 bucket = queue.poll(self._clock.now_ms())
                 if bucket is None:
@@ -115,6 +139,11 @@ class Timer:
                 bucket.flush(reinsert)
                 bucket = queue.poll(self._clock.now_ms())
             return True
+
+    def _wake_waiter(self) -> None:
+        # called with the lock held whenever a bucket is queued
+        if self._waiting:
+            self._bucket_arrived.notify_all()
 
     def wakeup(self) -> None:
         """End the current or the next wait in `advance_clock` early.

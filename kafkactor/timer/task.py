@@ -34,7 +34,14 @@ class TimerTask:
         entry = self._entry
         if entry is not None:
             self._entry = None
-            entry.remove()
+            bucket = entry.list
+            while bucket is not None:  # inlined entry.remove(): cancel is on the hot path
+                with bucket.lock:
+                    if entry.list is bucket:
+                        if bucket._entries.pop(entry, False):
+                            bucket._counter.value -= 1
+                        entry.list = None
+                bucket = entry.list
 
     @property
     def is_pending(self) -> bool:
@@ -63,22 +70,23 @@ class CallbackTask(TimerTask):
 
 
 class TimerTaskEntry:
-    """Kafka's `TimerTaskEntry`: one task at one absolute expiration, a node of a bucket's list.
+    """Kafka's `TimerTaskEntry`: one task at one absolute expiration, held by one bucket.
 
     An entry is cancelled when its task no longer points at it (the task was cancelled or added
     again); a cancelled entry is never re-inserted and never run.
     """
 
-    __slots__ = ("expiration_ms", "list", "next", "prev", "task")
+    __slots__ = ("expiration_ms", "list", "task")
 
     def __init__(self, task: TimerTask | None, expiration_ms: int) -> None:
         self.task = task
         self.expiration_ms = expiration_ms
         self.list: TimerTaskList | None = None
-        self.next: TimerTaskEntry = self
-        self.prev: TimerTaskEntry = self
         if task is not None:
-            task._attach(self)
+            old = task._entry
+            if old is not None and old is not self:
+                old.remove()
+            task._entry = self
 
     @property
     def cancelled(self) -> bool:
@@ -105,14 +113,16 @@ class TaskCounter:
 
 
 class TimerTaskList:
-    """Kafka's `TimerTaskList`, a bucket: a circular doubly linked list of entries sharing one
-    expiration slot of a wheel.
+    """Kafka's `TimerTaskList`, a bucket: the entries sharing one expiration slot of a wheel.
 
+    Kafka links entries into a doubly linked list for O(1) insert and removal; here the entries
+    are the keys of an insertion-ordered dict, which gives the same O(1) operations in C, keeps
+    insertion order, and leaves no reference cycles behind removed entries.
     `expiration_ms` is -1 while the bucket is not in the timer's queue; `set_expiration` reports
     whether it changed, which is exactly when the bucket must be (re-)enqueued: once per round.
     """
 
-    __slots__ = ("_counter", "_root", "expiration_ms", "lock")
+    __slots__ = ("_counter", "_entries", "expiration_ms", "lock")
 
     def __init__(
         self,
@@ -121,7 +131,7 @@ class TimerTaskList:
     ) -> None:
         self._counter = counter if counter is not None else TaskCounter()
         self.lock = lock if lock is not None else threading.RLock()
-        self._root = TimerTaskEntry(None, -1)
+        self._entries: dict[TimerTaskEntry, bool] = {}
         self.expiration_ms = -1
 
     def set_expiration(self, expiration_ms: int) -> bool:
@@ -131,17 +141,12 @@ class TimerTaskList:
         return changed
 
     def add(self, entry: TimerTaskEntry) -> None:
-        """Append `entry` at the tail, first unlinking it from any bucket it is in."""
+        """Append `entry`, first unlinking it from any bucket it is in."""
         if entry.list is not None:
             entry.remove()
         with self.lock:
-            root = self._root
-            tail = root.prev
-            entry.next = root
-            entry.prev = tail
+            self._entries[entry] = True
             entry.list = self
-            tail.next = entry
-            root.prev = entry
             self._counter.value += 1
 
     def remove(self, entry: TimerTaskEntry) -> None:
@@ -151,36 +156,34 @@ class TimerTaskList:
                 self._unlink(entry)
 
     def _unlink(self, entry: TimerTaskEntry) -> None:
-        # caller holds self.lock and has checked entry.list is self
-        entry.next.prev = entry.prev
-        entry.prev.next = entry.next
-        entry.next = entry
-        entry.prev = entry
+        # caller holds self.lock and has checked entry.list is self; an entry of a bucket that
+        # is being flushed is no longer in _entries (the flush already counted it out)
+        if self._entries.pop(entry, False):
+            self._counter.value -= 1
         entry.list = None
-        self._counter.value -= 1
 
     def flush(self, action: Callable[[TimerTaskEntry], object]) -> None:
-        """Remove every entry, hand each to `action`, and mark the bucket unqueued (-1)."""
+        """Remove every entry, hand each to `action`, and mark the bucket unqueued (-1).
+
+        Entries cancelled or moved by `action` of an earlier entry are skipped.
+        """
         with self.lock:
-            root = self._root
-            head = root.next
-            while head is not root:
-                self._unlink(head)
-                action(head)
-                head = root.next
+            entries = self._entries
+            self._entries = {}
+            self._counter.value -= len(entries)
             self.expiration_ms = -1
+            for entry in entries:
+                if entry.list is self:
+                    entry.list = None
+                    action(entry)
 
     def __iter__(self) -> Iterator[TimerTask]:
         """The live (not cancelled) tasks in this bucket, oldest first."""
         with self.lock:
-            entries = []
-            node = self._root.next
-            while node is not self._root:
-                entries.append(node)
-                node = node.next
+            entries = list(self._entries)
         for entry in entries:
             task = entry.task
-            if task is not None and not entry.cancelled:
+            if task is not None and task._entry is entry:
                 yield task
 
     def __len__(self) -> int:

@@ -69,26 +69,35 @@ class TimingWheel:
 
     def add(self, entry: TimerTaskEntry) -> bool:
         """Insert `entry`; False when it is cancelled or already expired (the caller runs it)."""
+        task = entry.task
+        if task is None or task._entry is not entry:
+            return False  # cancelled
         expiration = entry.expiration_ms
-        wheel: TimingWheel = self
-        while True:
-            if entry.cancelled:
-                return False
-            current = wheel.current_time_ms
-            tick = wheel.tick_ms
-            if expiration < current + tick:
-                return False
-            if expiration < current + wheel.interval_ms:
-                virtual_id = expiration // tick
-                bucket = wheel._buckets[virtual_id % wheel.wheel_size]
-                bucket.add(entry)
-                if bucket.set_expiration(virtual_id * tick):
-                    wheel._queue.offer(bucket)
-                return True
+        current = self.current_time_ms
+        tick = self.tick_ms
+        if expiration < current + tick:
+            return False
+        # Every level's current time is this level's time floored to that level's tick (advance
+        # and overflow creation keep it so), hence the level whose round holds the expiration is
+        # the first where the expiration's virtual id is less than a round ahead of the clock's.
+        size = self.wheel_size
+        wheel = self
+        while expiration // tick - current // tick >= size:
             overflow = wheel._overflow
-            if overflow is None:
-                overflow = wheel._add_overflow_wheel()
-            wheel = overflow
+            wheel = overflow if overflow is not None else wheel._add_overflow_wheel()
+            tick = wheel.tick_ms
+        virtual_id = expiration // tick
+        bucket = wheel._buckets[virtual_id % size]
+        if entry.list is not None:
+            entry.remove()
+        bucket._entries[entry] = True
+        entry.list = bucket
+        self._counter.value += 1
+        bucket_expiration = virtual_id * tick
+        if bucket.expiration_ms != bucket_expiration:
+            bucket.expiration_ms = bucket_expiration
+            self._queue.offer(bucket)
+        return True
 
     def _add_overflow_wheel(self) -> TimingWheel:
         with self._lock:

@@ -105,6 +105,10 @@ def test_timer_fires_the_same_tasks_at_the_same_ticks_as_the_model(
         assert timer.size == len(pending()), f"step {step}: size"
         bucket_count = sum(len(w.buckets) for w in timer.wheel.levels())
         assert timer.queued_buckets <= bucket_count
+        # the invariant TimingWheel.add relies on to pick a level arithmetically
+        finest = timer.wheel.current_time_ms
+        for wheel in timer.wheel.levels():
+            assert wheel.current_time_ms == finest - finest % wheel.tick_ms
 
     # finally everything still pending runs once the clock passes every deadline
     clock.advance(10**10)
