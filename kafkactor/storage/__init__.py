@@ -1,10 +1,34 @@
-"""Kafka's storage layer: record batches, and (later) index, segments, logs and checkpoints."""
+"""Kafka's storage layer: record batches, offset index, segments, logs, checkpoints, LogManager."""
 
+from kafkactor.storage.checkpoint import CheckpointError, OffsetCheckpoint, TopicPartition
+from kafkactor.storage.config import LogConfig
 from kafkactor.storage.errors import (
     CorruptRecordError,
+    InvalidAppendOffsetError,
+    InvalidLogDirectoryError,
+    InvalidLogFileError,
+    LogClosedError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
     StorageError,
     TruncatedBatchError,
     UnsupportedCompressionError,
+)
+from kafkactor.storage.index import (
+    CorruptIndexError,
+    IndexFullError,
+    IndexOffsetError,
+    IndexOffsetOverflowError,
+    OffsetIndex,
+)
+from kafkactor.storage.log import Log, parse_base_offset, parse_topic_partition
+from kafkactor.storage.log_info import LogAppendInfo, LogOffsetMetadata, LogReadResult
+from kafkactor.storage.log_manager import (
+    CLEAN_SHUTDOWN_FILE,
+    RECOVERY_POINT_CHECKPOINT,
+    DataDirectoryInUseError,
+    LogManager,
+    LogManagerConfig,
 )
 from kafkactor.storage.records import (
     CREATE_TIME,
@@ -27,8 +51,10 @@ from kafkactor.storage.records import (
     build_batch,
     iter_batches,
 )
+from kafkactor.storage.segment import LogSegment
 
 __all__ = [
+    "CLEAN_SHUTDOWN_FILE",
     "CREATE_TIME",
     "LOG_APPEND_TIME",
     "LOG_OVERHEAD",
@@ -40,16 +66,42 @@ __all__ = [
     "NO_SEQUENCE",
     "NO_TIMESTAMP",
     "RECORD_BATCH_OVERHEAD",
+    "RECOVERY_POINT_CHECKPOINT",
     "BytesLike",
+    "CheckpointError",
+    "CorruptIndexError",
     "CorruptRecordError",
+    "DataDirectoryInUseError",
+    "IndexFullError",
+    "IndexOffsetError",
+    "IndexOffsetOverflowError",
+    "InvalidAppendOffsetError",
+    "InvalidLogDirectoryError",
+    "InvalidLogFileError",
+    "Log",
+    "LogAppendInfo",
+    "LogClosedError",
+    "LogConfig",
+    "LogManager",
+    "LogManagerConfig",
+    "LogOffsetMetadata",
+    "LogReadResult",
+    "LogSegment",
+    "OffsetCheckpoint",
+    "OffsetIndex",
+    "OffsetOutOfRangeError",
     "Record",
     "RecordBatch",
+    "RecordTooLargeError",
     "StorageError",
     "StoredRecord",
     "TimestampType",
+    "TopicPartition",
     "TruncatedBatchError",
     "UnsupportedCompressionError",
     "batch_size_at",
     "build_batch",
     "iter_batches",
+    "parse_base_offset",
+    "parse_topic_partition",
 ]

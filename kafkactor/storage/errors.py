@@ -14,6 +14,12 @@ _CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
 __all__ = [
     "CorruptRecordError",
+    "InvalidAppendOffsetError",
+    "InvalidLogDirectoryError",
+    "InvalidLogFileError",
+    "LogClosedError",
+    "OffsetOutOfRangeError",
+    "RecordTooLargeError",
     "StorageError",
     "TruncatedBatchError",
     "UnsupportedCompressionError",
@@ -66,3 +72,36 @@ class UnsupportedCompressionError(StorageError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.codec, self.position))
+
+
+class OffsetOutOfRangeError(StorageError):
+    """A read of an offset outside [log start offset, log end offset] (OFFSET_OUT_OF_RANGE)."""
+
+    def __init__(self, offset: int, log_start_offset: int, log_end_offset: int) -> None:
+        super().__init__(f"offset {offset} is out of range [{log_start_offset}, {log_end_offset}]")
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.offset, self.log_start_offset, self.log_end_offset))
+
+
+class RecordTooLargeError(StorageError):
+    """A batch is larger than the log's `max_message_bytes` (MESSAGE_TOO_LARGE)."""
+
+
+class InvalidAppendOffsetError(StorageError):
+    """A follower append whose offsets do not increase past the log end offset."""
+
+
+class InvalidLogFileError(StorageError):
+    """A file in a partition directory whose name is not a valid segment name."""
+
+
+class InvalidLogDirectoryError(StorageError):
+    """A directory name that is not `<topic>-<partition>`."""
+
+
+class LogClosedError(StorageError):
+    """An operation on a log that was closed."""

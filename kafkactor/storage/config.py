@@ -1,0 +1,42 @@
+"""Per-log settings (Kafka's LogConfig, the topic-level `segment.*`, `retention.*`, ... keys)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+_WEEK_MS = 7 * 24 * 60 * 60 * 1000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LogConfig:
+    """Kafka's `LogConfig`: how one partition's log rolls, indexes, flushes and retains data.
+
+    Defaults are Kafka's. `-1` / None mean "no limit" as in Kafka's configs.
+    """
+
+    segment_bytes: int = 1024 * 1024 * 1024  # segment.bytes
+    segment_ms: int = _WEEK_MS  # segment.ms
+    index_interval_bytes: int = 4096  # index.interval.bytes
+    max_index_size: int = 10 * 1024 * 1024  # segment.index.bytes
+    retention_bytes: int = -1  # retention.bytes
+    retention_ms: int = _WEEK_MS  # retention.ms (-1: keep forever)
+    max_message_bytes: int = 1024 * 1024 + 12  # max.message.bytes: the largest batch accepted
+    flush_interval_messages: int | None = None  # flush.messages: flush after this many records
+    flush_interval_ms: int | None = None  # flush.ms: the LogManager flushes logs older than this
+    file_delete_delay_ms: int = 60_000  # file.delete.delay.ms: how long .deleted files linger
+
+    def __post_init__(self) -> None:
+        if self.segment_bytes < 1:
+            raise ValueError(f"segment_bytes must be positive, got {self.segment_bytes}")
+        if self.segment_ms < 1:
+            raise ValueError(f"segment_ms must be positive, got {self.segment_ms}")
+        if self.index_interval_bytes < 0:
+            raise ValueError(f"index_interval_bytes must be >= 0, got {self.index_interval_bytes}")
+        if self.max_index_size < 8:
+            raise ValueError(f"max_index_size must hold one entry (8 bytes): {self.max_index_size}")
+        if self.max_message_bytes < 1:
+            raise ValueError(f"max_message_bytes must be positive, got {self.max_message_bytes}")
+        if self.flush_interval_messages is not None and self.flush_interval_messages < 1:
+            raise ValueError("flush_interval_messages must be positive or None")
+        if self.flush_interval_ms is not None and self.flush_interval_ms < 0:
+            raise ValueError("flush_interval_ms must be >= 0 or None")

@@ -1,0 +1,532 @@
+"""A partition's log: an ordered run of segments with recovery, reads, truncation, retention."""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import structlog
+
+from kafkactor.storage.checkpoint import TopicPartition
+from kafkactor.storage.config import LogConfig
+from kafkactor.storage.errors import (
+    InvalidAppendOffsetError,
+    InvalidLogDirectoryError,
+    InvalidLogFileError,
+    LogClosedError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    StorageError,
+)
+from kafkactor.storage.log_info import LogAppendInfo, LogOffsetMetadata, LogReadResult
+from kafkactor.storage.records import BytesLike, Record, RecordBatch, build_batch, iter_batches
+from kafkactor.storage.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    LogSegment,
+)
+from kafkactor.timer import Clock, Scheduler, SystemClock
+
+_log = structlog.get_logger("kafkactor.storage")
+
+_MAX_RELATIVE_OFFSET = 2**31 - 1
+
+
+def parse_topic_partition(directory: Path) -> TopicPartition:
+    """`<topic>-<partition>` as Kafka names a partition's directory."""
+    topic, sep, partition = directory.name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        raise InvalidLogDirectoryError(
+            f"{directory}: a log directory is named <topic>-<partition>, e.g. events-0"
+        )
+    return TopicPartition(topic, int(partition))
+
+
+def parse_base_offset(path: Path) -> int:
+    """The base offset in a segment file name (`00000000000000001234.log` -> 1234)."""
+    stem = path.name.split(".", 1)[0]
+    if len(stem) != 20 or not stem.isdigit():
+        raise InvalidLogFileError(
+            f"{path}: a segment file is named <20-digit base offset>{LOG_SUFFIX} or {INDEX_SUFFIX}"
+        )
+    return int(stem)
+
+
+class Log:
+    """Kafka's `Log`: one partition replica's data as segments in `<topic>-<partition>/`.
+
+    Opening a log loads its segments and recovers the ones at or past `recovery_point` (every
+    batch's CRC and structure re-checked, indexes rebuilt, an invalid or partial tail truncated
+    and any later segments removed). `clean_shutdown=True` (the LogManager saw the clean
+    shutdown marker) skips that. All methods are thread-safe.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig | None = None,
+        recovery_point: int = 0,
+        clock: Clock | None = None,
+        scheduler: Scheduler | None = None,
+        *,
+        clean_shutdown: bool = False,
+    ) -> None:
+        self.dir = Path(directory)
+        self.topic_partition = parse_topic_partition(self.dir)
+        self.config = config if config is not None else LogConfig()
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self._scheduler = scheduler
+        self._lock = threading.RLock()
+        self._segments: dict[int, LogSegment] = {}
+        self._bases: list[int] = []
+        self._closed = False
+        self._unflushed_records = 0
+        self.last_flush_ms = self.clock.now_ms()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.recovered_bytes_truncated = 0
+        self._load_segments()
+        self._recovery_point = min(recovery_point, self.log_end_offset)
+        if clean_shutdown:
+            self._recovery_point = self.log_end_offset
+        else:
+            self._recover_from(recovery_point)
+        self._log_start_offset = self._bases[0]
+        for base in self._bases[:-1]:  # only the active segment's index keeps preallocated room
+            self._segments[base].trim_index()
+
+    # -- loading and recovery ------------------------------------------------------------------
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment(
+            self.dir,
+            base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_size=self.config.max_index_size,
+            created_ms=self.clock.now_ms(),
+            max_batch_size=self.config.max_message_bytes,
+        )
+
+    def _load_segments(self) -> None:
+        self._remove_temporary_files()
+        swaps: list[Path] = []
+        for path in sorted(self.dir.iterdir()):
+            if path.suffix == INDEX_SUFFIX and not path.with_suffix(LOG_SUFFIX).exists():
+                path.unlink()  # an index without its log: Kafka deletes it
+            elif path.name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
+                swaps.append(path)
+        for path in sorted(self.dir.glob("*" + LOG_SUFFIX)):
+            base = parse_base_offset(path)
+            segment = self._new_segment(base)
+            if not segment.index_existed or not self._index_is_sane(segment):
+                segment.recover()
+            self._add_segment(segment)
+        for swap in swaps:
+            self._complete_swap(swap)
+        if not self._segments:
+            self._add_segment(self._new_segment(0))
+
+    def _remove_temporary_files(self) -> None:
+        for path in self.dir.iterdir():
+            if path.name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX)):
+                path.unlink(missing_ok=True)
+            elif path.name.endswith(INDEX_SUFFIX + SWAP_SUFFIX):
+                path.unlink()  # the index of a swapped segment is rebuilt from its log
+
+    def _index_is_sane(self, segment: LogSegment) -> bool:
+        try:
+            segment.index.sanity_check()
+        except StorageError as error:
+            _log.warning("log.index_corrupt", dir=str(self.dir), error=str(error))
+            segment.index.truncate()
+            return False
+        return True
+
+    def _complete_swap(self, swap: Path) -> None:
+        # A cleaner's replacement segment that was renamed to .swap but not swapped in: finish
+        # the swap (drop the segments it replaces, rename it into place), as Kafka does.
+        target = swap.with_name(swap.name[: -len(SWAP_SUFFIX)])
+        base = parse_base_offset(target)
+        for old_base in [b for b in self._bases if b >= base]:
+            self._remove_segment(old_base).delete()
+        swap.rename(target)
+        segment = self._new_segment(base)
+        segment.recover()
+        for old_base in [b for b in self._bases if base <= b < segment.next_offset]:
+            self._remove_segment(old_base).delete()
+        self._add_segment(segment)
+
+    def _recover_from(self, recovery_point: int) -> None:
+        first = self._floor_index(recovery_point)
+        bases = self._bases[max(first, 0) :]
+        for position, base in enumerate(bases):
+            segment = self._segments[base]
+            truncated = segment.recover()
+            if truncated:
+                self.recovered_bytes_truncated += truncated
+                _log.warning(
+                    "log.recovery_truncated",
+                    dir=str(self.dir),
+                    segment=base,
+                    bytes=truncated,
+                )
+                for later in bases[position + 1 :]:
+                    self._remove_segment(later).delete()
+                break
+        self._active.index.resize(self.config.max_index_size)
+        self._recovery_point = min(recovery_point, self.log_end_offset)
+
+    # -- segments ------------------------------------------------------------------------------
+
+    def _add_segment(self, segment: LogSegment) -> None:
+        self._segments[segment.base_offset] = segment
+        bisect.insort(self._bases, segment.base_offset)
+
+    def _remove_segment(self, base: int) -> LogSegment:
+        self._bases.remove(base)
+        return self._segments.pop(base)
+
+    def _floor_index(self, offset: int) -> int:
+        return bisect.bisect_right(self._bases, offset) - 1
+
+    @property
+    def _active(self) -> LogSegment:
+        return self._segments[self._bases[-1]]
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        """The segments, oldest first (for inspection; do not mutate)."""
+        with self._lock:
+            return [self._segments[base] for base in self._bases]
+
+    @property
+    def num_segments(self) -> int:
+        return len(self._bases)
+
+    @property
+    def size_in_bytes(self) -> int:
+        with self._lock:
+            return sum(segment.size for segment in self._segments.values())
+
+    # -- offsets -------------------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        """The offset the next append gets (LEO)."""
+        return self._active.next_offset
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        with self._lock:
+            active = self._active
+            return LogOffsetMetadata(
+                offset=active.next_offset,
+                segment_base_offset=active.base_offset,
+                position=active.size,
+            )
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def recovery_point(self) -> int:
+        """Every offset below this is flushed to disk; recovery starts here after a crash."""
+        return self._recovery_point
+
+    # -- appends -------------------------------------------------------------------------------
+
+    def append_as_leader(
+        self, records: Sequence[Record] | BytesLike, leader_epoch: int
+    ) -> LogAppendInfo:
+        """Append records as the partition leader, assigning offsets from the log end.
+
+        `records` is a list of `Record`s (built into one batch) or the bytes of one or more
+        batches from a producer (validated, then re-stamped with offsets and the leader epoch).
+        """
+        with self._lock:
+            self._check_open()
+            next_offset = self.log_end_offset
+            if isinstance(records, bytes | bytearray | memoryview):
+                batches = self._validated(records)
+                data = []
+                for batch in batches:
+                    data.append(batch.restamp(base_offset=next_offset, leader_epoch=leader_epoch))
+                    next_offset += batch.last_offset - batch.base_offset + 1
+                stamped = [RecordBatch(chunk) for chunk in data]
+            else:
+                if not records:
+                    raise ValueError("an append needs at least one record")
+                stamped = [RecordBatch(build_batch(records, next_offset, leader_epoch))]
+            return self._append(stamped)
+
+    def append_as_follower(self, records: BytesLike) -> LogAppendInfo:
+        """Append a leader's batches as they are; their offsets must start at or past the LEO."""
+        with self._lock:
+            self._check_open()
+            batches = self._validated(records)
+            expected = self.log_end_offset
+            for batch in batches:
+                if batch.base_offset < expected:
+                    raise InvalidAppendOffsetError(
+                        f"{self.topic_partition}: batch at offset {batch.base_offset} does not "
+                        f"follow offset {expected - 1}"
+                    )
+                expected = batch.last_offset + 1
+            return self._append(batches)
+
+    def _validated(self, records: BytesLike) -> list[RecordBatch]:
+        batches = list(iter_batches(records, deep=True))
+        if not batches:
+            raise ValueError("an append needs at least one record batch")
+        for batch in batches:
+            if batch.size_in_bytes > self.config.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"{self.topic_partition}: batch of {batch.size_in_bytes} bytes exceeds "
+                    f"max_message_bytes={self.config.max_message_bytes}"
+                )
+        return batches
+
+    def _append(self, batches: list[RecordBatch]) -> LogAppendInfo:
+        first = batches[0].base_offset
+        last = batches[-1].last_offset
+        data = b"".join(bytes(batch.buffer) for batch in batches)
+        max_timestamp = max(batch.max_timestamp for batch in batches)
+        records = sum(batch.record_count for batch in batches)
+        segment = self._maybe_roll(len(data), first, last)
+        segment.append(data, largest_offset=last, max_timestamp=max_timestamp)
+        self._unflushed_records += records
+        limit = self.config.flush_interval_messages
+        if limit is not None and self._unflushed_records >= limit:
+            self.flush()
+        return LogAppendInfo(
+            first_offset=first,
+            last_offset=last,
+            max_timestamp=max_timestamp,
+            record_count=records,
+            batch_count=len(batches),
+            size_in_bytes=len(data),
+        )
+
+    def _maybe_roll(self, size: int, first_offset: int, last_offset: int) -> LogSegment:
+        segment = self._active
+        now = self.clock.now_ms()
+        if segment.size == 0:
+            reason = None
+        elif segment.size + size > self.config.segment_bytes:
+            reason = "segment_bytes"
+        elif now - segment.rolling_timestamp() >= self.config.segment_ms:
+            reason = "segment_ms"
+        elif segment.index.is_full:
+            reason = "index_full"
+        elif last_offset - segment.base_offset > _MAX_RELATIVE_OFFSET:
+            reason = "offset_overflow"
+        else:
+            reason = None
+        if reason is None:
+            if segment.size == 0 and first_offset != segment.base_offset:
+                # an empty active segment whose base no longer matches (follower gap): replace it
+                self._remove_segment(segment.base_offset).delete()
+                segment = self._new_segment(first_offset)
+                self._add_segment(segment)
+            return segment
+        _log.info("log.roll", dir=str(self.dir), reason=reason, new_base_offset=first_offset)
+        return self._roll(first_offset)
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end offset (an empty active one is kept)."""
+        with self._lock:
+            self._check_open()
+            if self._active.size == 0:
+                return self._active
+            return self._roll(self.log_end_offset)
+
+    def _roll(self, base_offset: int) -> LogSegment:
+        old = self._active
+        new = self._new_segment(base_offset)
+        self._add_segment(new)
+        old.trim_index()
+        old.flush()  # Kafka flushes the finished segment right after a roll
+        self._recovery_point = max(self._recovery_point, base_offset)
+        return new
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        max_offset: int | None = None,
+        *,
+        min_one_batch: bool = True,
+    ) -> LogReadResult:
+        """Whole batches from the one holding `start_offset`, never reaching `max_offset`.
+
+        `max_offset` is exclusive (consumers pass the high watermark). Raises
+        `OffsetOutOfRangeError` outside [log start offset, log end offset].
+        """
+        with self._lock:
+            self._check_open()
+            end = self.log_end_offset
+            if start_offset < self._log_start_offset or start_offset > end:
+                raise OffsetOutOfRangeError(start_offset, self._log_start_offset, end)
+            if start_offset == end:
+                return LogReadResult(
+                    records=b"", fetch_offset_metadata=self.log_end_offset_metadata
+                )
+            for base in self._bases[max(self._floor_index(start_offset), 0) :]:
+                segment = self._segments[base]
+                found = segment.read(
+                    start_offset, max_bytes, max_offset, min_one_batch=min_one_batch
+                )
+                if found is not None:
+                    data, position = found
+                    metadata = LogOffsetMetadata(
+                        offset=start_offset, segment_base_offset=base, position=position
+                    )
+                    return LogReadResult(records=data, fetch_offset_metadata=metadata)
+            return LogReadResult(records=b"", fetch_offset_metadata=self.log_end_offset_metadata)
+
+    def offset_metadata(self, offset: int) -> LogOffsetMetadata:
+        """Where `offset` sits (Kafka's convertToOffsetMetadata), e.g. for the high watermark."""
+        with self._lock:
+            if offset >= self.log_end_offset:
+                return self.log_end_offset_metadata
+            return self.read(offset, 1).fetch_offset_metadata
+
+    # -- truncation, flush, retention ----------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove everything at or past `offset` (a follower truncating to its high watermark).
+
+        A batch holding `offset` is removed whole, so the new log end is `offset`, or that
+        batch's base offset when the cut fell inside it. Returns whether anything was removed.
+        """
+        if offset < 0:
+            raise ValueError(f"cannot truncate to a negative offset ({offset})")
+        with self._lock:
+            self._check_open()
+            if offset >= self.log_end_offset:
+                return False
+            if offset < self._log_start_offset:
+                self._truncate_fully_and_start_at(offset)
+                return True
+            for base in [b for b in self._bases if b > offset]:
+                self._remove_segment(base).delete()
+            active = self._active
+            cut = active.find_batch(offset)
+            active.truncate_to(offset)
+            new_end = offset if cut is None or cut.base_offset >= offset else cut.base_offset
+            if active.next_offset < new_end:
+                self._note_log_end(active, new_end)
+            self._recovery_point = min(self._recovery_point, self.log_end_offset)
+            _log.info("log.truncated", dir=str(self.dir), offset=offset, log_end=new_end)
+            return True
+
+    def _note_log_end(self, active: LogSegment, offset: int) -> None:
+        # Kafka sets the log end to the truncation offset even inside a gap of offsets.
+        active._next_offset = offset
+
+    def _truncate_fully_and_start_at(self, offset: int) -> None:
+        for base in list(self._bases):
+            self._remove_segment(base).delete()
+        self._add_segment(self._new_segment(offset))
+        self._log_start_offset = offset
+        self._recovery_point = offset
+
+    def flush(self, offset: int | None = None) -> None:
+        """Fsync every segment holding offsets below `offset` (default: the log end)."""
+        with self._lock:
+            self._check_open()
+            target = self.log_end_offset if offset is None else offset
+            if target <= self._recovery_point:
+                return
+            first = max(self._floor_index(self._recovery_point), 0)
+            for base in self._bases[first:]:
+                if base >= target:
+                    break
+                self._segments[base].flush()
+            self._recovery_point = target
+            self._unflushed_records = 0
+            self.last_flush_ms = self.clock.now_ms()
+
+    def delete_old_segments(self) -> int:
+        """Apply retention by age and by size; returns the number of segments deleted.
+
+        Only whole, inactive segments are deleted, oldest first; the log start offset moves to
+        the first remaining segment.
+        """
+        with self._lock:
+            self._check_open()
+            deleted = self._delete_expired_by_age() + self._delete_beyond_size()
+            if deleted:
+                self._log_start_offset = max(self._log_start_offset, self._bases[0])
+                _log.info(
+                    "log.retention",
+                    dir=str(self.dir),
+                    segments_deleted=deleted,
+                    log_start_offset=self._log_start_offset,
+                )
+            return deleted
+
+    def _delete_expired_by_age(self) -> int:
+        if self.config.retention_ms < 0:
+            return 0
+        horizon = self.clock.now_ms() - self.config.retention_ms
+        deleted = 0
+        while len(self._bases) > 1:
+            oldest = self._segments[self._bases[0]]
+            if oldest.max_timestamp >= horizon:
+                break
+            self._remove_segment(oldest.base_offset).delete()
+            deleted += 1
+        return deleted
+
+    def _delete_beyond_size(self) -> int:
+        if self.config.retention_bytes < 0:
+            return 0
+        excess = self.size_in_bytes - self.config.retention_bytes
+        deleted = 0
+        while len(self._bases) > 1:
+            oldest = self._segments[self._bases[0]]
+            if excess - oldest.size < 0:
+                break
+            excess -= oldest.size
+            self._remove_segment(oldest.base_offset).delete()
+            deleted += 1
+        return deleted
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosedError(f"{self.dir}: the log is closed")
+
+    def close(self) -> None:
+        """Close every segment (trimming indexes). Does not flush: call `flush()` first."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for segment in self._segments.values():
+                segment.close()
+
+    def delete(self) -> None:
+        """Close the log and remove its directory."""
+        with self._lock:
+            self.close()
+            for segment in self._segments.values():
+                segment.delete()
+            for leftover in self.dir.iterdir():
+                leftover.unlink()
+            self.dir.rmdir()
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.topic_partition}, start={self._log_start_offset}, "
+            f"end={self.log_end_offset}, segments={len(self._bases)})"
+        )

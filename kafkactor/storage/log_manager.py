@@ -1,0 +1,225 @@
+"""The logs of one data directory: opening and recovering them, and their periodic upkeep."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from kafkactor.storage.checkpoint import OffsetCheckpoint, TopicPartition
+from kafkactor.storage.config import LogConfig
+from kafkactor.storage.errors import StorageError
+from kafkactor.storage.log import Log, parse_topic_partition
+from kafkactor.timer import Clock, ScheduledTask, Scheduler, SystemClock
+
+_log = structlog.get_logger("kafkactor.storage")
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+
+
+class DataDirectoryInUseError(StorageError):
+    """Another LogManager (in this or another process) holds the data directory's lock."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LogManagerConfig:
+    """The broker-level log settings of Kafka's LogManager (`log.*` broker configs)."""
+
+    default_log_config: LogConfig = field(default_factory=LogConfig)
+    retention_check_interval_ms: int = 5 * 60 * 1000  # log.retention.check.interval.ms
+    flush_check_interval_ms: int = 1000  # log.flush.scheduler.interval.ms (Kafka: Long.Max)
+    recovery_point_checkpoint_interval_ms: int = 60_000  # log.flush.offset.checkpoint.interval.ms
+
+
+class LogManager:
+    """Kafka's `LogManager` for one data directory.
+
+    On `startup()` it locks the directory, opens every `<topic>-<partition>` log in it and
+    recovers them from the recovery points in `recovery-point-offset-checkpoint`, or skips
+    recovery when the previous shutdown was clean (`.kafka_cleanshutdown` present). It then
+    schedules retention, flushing of logs older than their `flush_interval_ms`, and the
+    recovery-point checkpoint on the given Scheduler. `shutdown()` flushes, checkpoints, closes
+    every log and leaves the clean-shutdown marker.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        scheduler: Scheduler,
+        config: LogManagerConfig | None = None,
+        clock: Clock | None = None,
+        topic_configs: dict[str, LogConfig] | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.scheduler = scheduler
+        self.config = config if config is not None else LogManagerConfig()
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self._topic_configs = dict(topic_configs or {})
+        self._logs: dict[TopicPartition, Log] = {}
+        self._lock = threading.RLock()
+        self._lock_fd: int | None = None
+        self._tasks: list[ScheduledTask] = []
+        self._checkpoint = OffsetCheckpoint(self.data_dir / RECOVERY_POINT_CHECKPOINT)
+        self.had_clean_shutdown = False
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def startup(self) -> LogManager:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._acquire_directory_lock()
+        try:
+            self._load_logs()
+        except BaseException:
+            self._release_directory_lock()
+            raise
+        interval = self.config
+        self._tasks = [
+            self.scheduler.schedule(
+                "kafka-log-retention",
+                self.cleanup_logs,
+                delay_ms=interval.retention_check_interval_ms,
+                period_ms=interval.retention_check_interval_ms,
+            ),
+            self.scheduler.schedule(
+                "kafka-log-flusher",
+                self.flush_dirty_logs,
+                delay_ms=interval.flush_check_interval_ms,
+                period_ms=interval.flush_check_interval_ms,
+            ),
+            self.scheduler.schedule(
+                "kafka-recovery-point-checkpoint",
+                self.checkpoint_recovery_points,
+                delay_ms=interval.recovery_point_checkpoint_interval_ms,
+                period_ms=interval.recovery_point_checkpoint_interval_ms,
+            ),
+        ]
+        return self
+
+    def _load_logs(self) -> None:
+        marker = self.data_dir / CLEAN_SHUTDOWN_FILE
+        self.had_clean_shutdown = marker.exists()
+        recovery_points = self._checkpoint.read()
+        for directory in sorted(p for p in self.data_dir.iterdir() if p.is_dir()):
+            tp = parse_topic_partition(directory)
+            self._logs[tp] = Log(
+                directory,
+                self.config_for(tp.topic),
+                recovery_point=recovery_points.get(tp, 0),
+                clock=self.clock,
+                scheduler=self.scheduler,
+                clean_shutdown=self.had_clean_shutdown,
+            )
+        _log.info(
+            "log_manager.loaded",
+            data_dir=str(self.data_dir),
+            logs=len(self._logs),
+            clean_shutdown=self.had_clean_shutdown,
+        )
+        # From here on a crash is not a clean shutdown.
+        marker.unlink(missing_ok=True)
+
+    def shutdown(self) -> None:
+        """Stop the periodic jobs, flush and checkpoint every log, close them, mark clean."""
+        with self._lock:
+            if self._lock_fd is None:
+                return
+            for task in self._tasks:
+                task.cancel()
+            self._tasks = []
+            for log in self._logs.values():
+                log.flush()
+            self.checkpoint_recovery_points()
+            for log in self._logs.values():
+                log.close()
+            marker = self.data_dir / CLEAN_SHUTDOWN_FILE
+            marker.touch()
+            _fsync_directory(self.data_dir)
+            self._logs.clear()
+            self._release_directory_lock()
+
+    def _acquire_directory_lock(self) -> None:
+        fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise DataDirectoryInUseError(
+                f"{self.data_dir} is in use by another log manager"
+            ) from None
+        self._lock_fd = fd
+
+    def _release_directory_lock(self) -> None:
+        if self._lock_fd is not None:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # -- logs ----------------------------------------------------------------------------------
+
+    def config_for(self, topic: str) -> LogConfig:
+        return self._topic_configs.get(topic, self.config.default_log_config)
+
+    def get_log(self, tp: TopicPartition) -> Log | None:
+        with self._lock:
+            return self._logs.get(tp)
+
+    def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None) -> Log:
+        """The log of `tp`, created empty (in `<topic>-<partition>/`) when it does not exist."""
+        with self._lock:
+            existing = self._logs.get(tp)
+            if existing is not None:
+                return existing
+            if config is not None:
+                self._topic_configs[tp.topic] = config
+            log = Log(
+                self.data_dir / f"{tp.topic}-{tp.partition}",
+                self.config_for(tp.topic),
+                clock=self.clock,
+                scheduler=self.scheduler,
+            )
+            self._logs[tp] = log
+            _log.info("log_manager.created", topic=tp.topic, partition=tp.partition)
+            return log
+
+    def delete_log(self, tp: TopicPartition) -> None:
+        with self._lock:
+            log = self._logs.pop(tp, None)
+        if log is not None:
+            log.delete()
+
+    def all_logs(self) -> dict[TopicPartition, Log]:
+        with self._lock:
+            return dict(self._logs)
+
+    # -- periodic upkeep -----------------------------------------------------------------------
+
+    def cleanup_logs(self) -> int:
+        """Apply retention to every log; returns the number of segments deleted."""
+        return sum(log.delete_old_segments() for log in self.all_logs().values())
+
+    def flush_dirty_logs(self) -> None:
+        """Flush every log whose last flush is older than its `flush_interval_ms`."""
+        now = self.clock.now_ms()
+        for log in self.all_logs().values():
+            interval = log.config.flush_interval_ms
+            if interval is not None and now - log.last_flush_ms >= interval:
+                log.flush()
+
+    def checkpoint_recovery_points(self) -> None:
+        """Write every log's recovery point to `recovery-point-offset-checkpoint`."""
+        with self._lock:
+            self._checkpoint.write({tp: log.recovery_point for tp, log in self._logs.items()})
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
