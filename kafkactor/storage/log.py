@@ -90,11 +90,10 @@ class Log:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.recovered_bytes_truncated = 0
         self._load_segments()
-        self._recovery_point = min(recovery_point, self.log_end_offset)
         if clean_shutdown:
             self._recovery_point = self.log_end_offset
         else:
-            self._recover_from(recovery_point)
+            self._recover_from(recovery_point)  # before anything reads the (possibly torn) tail
         self._log_start_offset = self._bases[0]
         for base in self._bases[:-1]:  # only the active segment's index keeps preallocated room
             self._segments[base].trim_index()

@@ -216,11 +216,17 @@ class LogSegment:
         return BatchHeader(position, base, length + LOG_OVERHEAD, base + last_delta, max_ts)
 
     def headers(self, start_position: int = 0) -> list[BatchHeader]:
-        """The headers of every batch from `start_position` to the end of the segment."""
+        """The headers of every whole batch from `start_position` on.
+
+        Stops at a partial batch (a torn write that recovery has not truncated yet), as Kafka's
+        reads of a segment do.
+        """
         result = []
         position = start_position
-        while position < self.size:
+        while position + _HEADER.size <= self.size:
             header = self.header_at(position)
+            if header.size_in_bytes < _HEADER.size or position + header.size_in_bytes > self.size:
+                break
             result.append(header)
             position += header.size_in_bytes
         return result
