@@ -14,6 +14,9 @@ from kafkactor.timer.task import TimerTask
 
 _log = structlog.get_logger("kafkactor.scheduler")
 
+# Set while a pool thread runs a task: a shutdown() from inside a task cannot wait for itself.
+_in_task = threading.local()
+
 # How long the driving thread waits for a bucket before looking again (it is woken at once when
 # an earlier bucket arrives or the scheduler shuts down, so this only bounds idle polling).
 _DRIVER_POLL_MS = 500
@@ -67,11 +70,13 @@ class ScheduledTask(TimerTask):
         self._scheduler._submit(self)
 
     def _execute(self) -> None:
+        _in_task.active = True
         try:
             self.fn()
         except Exception:
             _log.exception("scheduler.task_error", task=self.name)
         finally:
+            _in_task.active = False
             self.runs += 1
             self._scheduler._after_run(self)
 
@@ -149,11 +154,15 @@ class Scheduler:
             if not self._running:
                 raise SchedulerNotRunningError(f"cannot schedule {name!r}: scheduler not running")
             self._tasks.add(task)
-        self._timer.add(task)
+        self._timer.add_at(task, task.due_ms)  # the same clock read as due_ms
         return task
 
     def shutdown(self) -> None:
-        """Cancel every pending and periodic task and wait for running ones to finish."""
+        """Cancel every pending and periodic task and wait for running ones to finish.
+
+        Called from inside one of its own tasks, it does not wait for the pool (that would wait
+        for itself); the pool's threads end once their current tasks finish.
+        """
         with self._lock:
             if not self._running:
                 return
@@ -169,7 +178,7 @@ class Scheduler:
             self._driver.join()
             self._driver = None
         if pool is not None:
-            pool.shutdown(wait=True)
+            pool.shutdown(wait=not getattr(_in_task, "active", False))
 
     def __enter__(self) -> Scheduler:
         return self if self._running else self.startup()
