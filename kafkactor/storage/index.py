@@ -311,6 +311,10 @@ class OffsetIndex:
         """``fsync`` the file."""
         os.fsync(self._require_open())
 
+    def dup_fd(self) -> int:
+        """A duplicate of the file descriptor (the caller closes it), for an fsync elsewhere."""
+        return os.dup(self._require_open())
+
     def close(self) -> None:
         """Trim the file to its entries and close it. Idempotent; lookups keep working."""
         if self._fd is None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import bisect
+import contextlib
+import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,7 +23,14 @@ from kafkactor.storage.errors import (
     StorageError,
 )
 from kafkactor.storage.log_info import LogAppendInfo, LogOffsetMetadata, LogReadResult
-from kafkactor.storage.records import BytesLike, Record, RecordBatch, build_batch, iter_batches
+from kafkactor.storage.records import (
+    BytesLike,
+    Record,
+    RecordBatch,
+    build_batch,
+    iter_batches,
+    stamp_batches,
+)
 from kafkactor.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -37,10 +46,14 @@ _log = structlog.get_logger("kafkactor.storage")
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 
 
+def _is_ascii_number(text: str) -> bool:
+    return text.isascii() and text.isdigit()
+
+
 def parse_topic_partition(directory: Path) -> TopicPartition:
     """`<topic>-<partition>` as Kafka names a partition's directory."""
     topic, sep, partition = directory.name.rpartition("-")
-    if not sep or not topic or not partition.isdigit():
+    if not sep or not topic or not _is_ascii_number(partition):
         raise InvalidLogDirectoryError(
             f"{directory}: a log directory is named <topic>-<partition>, e.g. events-0"
         )
@@ -50,11 +63,21 @@ def parse_topic_partition(directory: Path) -> TopicPartition:
 def parse_base_offset(path: Path) -> int:
     """The base offset in a segment file name (`00000000000000001234.log` -> 1234)."""
     stem = path.name.split(".", 1)[0]
-    if len(stem) != 20 or not stem.isdigit():
+    if len(stem) != 20 or not _is_ascii_number(stem):
         raise InvalidLogFileError(
             f"{path}: a segment file is named <20-digit base offset>{LOG_SUFFIX} or {INDEX_SUFFIX}"
         )
     return int(stem)
+
+
+def _next_offset_of_file(path: Path, base_offset: int) -> int:
+    """One past the last offset of the whole batches in a segment file (base when none)."""
+    next_offset = base_offset
+    data = path.read_bytes()
+    with contextlib.suppress(StorageError):
+        for batch in iter_batches(data, verify_crc=False):
+            next_offset = batch.next_offset
+    return next_offset
 
 
 class Log:
@@ -89,6 +112,7 @@ class Log:
         self.last_flush_ms = self.clock.now_ms()
         self.dir.mkdir(parents=True, exist_ok=True)
         self.recovered_bytes_truncated = 0
+        self._truncated_on_load: dict[int, int] = {}  # segments rebuilt while loading
         self._load_segments()
         if clean_shutdown:
             self._recovery_point = self.log_end_offset
@@ -107,8 +131,7 @@ class Log:
             index_interval_bytes=self.config.index_interval_bytes,
             max_index_size=self.config.max_index_size,
             created_ms=self.clock.now_ms(),
-            max_batch_size=self.config.max_message_bytes,
-        )
+        )  # recovery bounds batches by the format only: a lowered max_message_bytes loses nothing
 
     def _load_segments(self) -> None:
         self._remove_temporary_files()
@@ -122,7 +145,7 @@ class Log:
             base = parse_base_offset(path)
             segment = self._new_segment(base)
             if not segment.index_existed or not self._index_is_sane(segment):
-                segment.recover()
+                self._truncated_on_load[base] = segment.recover()
             self._add_segment(segment)
         for swap in swaps:
             self._complete_swap(swap)
@@ -150,13 +173,12 @@ class Log:
         # the swap (drop the segments it replaces, rename it into place), as Kafka does.
         target = swap.with_name(swap.name[: -len(SWAP_SUFFIX)])
         base = parse_base_offset(target)
-        for old_base in [b for b in self._bases if b >= base]:
-            self._remove_segment(old_base).delete()
+        end = _next_offset_of_file(swap, base)
+        for old_base in [b for b in self._bases if base <= b < max(end, base + 1)]:
+            self._remove_segment(old_base).delete()  # the segments the swap replaces
         swap.rename(target)
         segment = self._new_segment(base)
         segment.recover()
-        for old_base in [b for b in self._bases if base <= b < segment.next_offset]:
-            self._remove_segment(old_base).delete()
         self._add_segment(segment)
 
     def _recover_from(self, recovery_point: int) -> None:
@@ -164,7 +186,11 @@ class Log:
         bases = self._bases[max(first, 0) :]
         for position, base in enumerate(bases):
             segment = self._segments[base]
-            truncated = segment.recover()
+            # A segment rebuilt while loading (missing or corrupt index) was recovered already;
+            # if that cut its tail, the later, unflushed segments cannot be trusted either.
+            truncated = self._truncated_on_load.pop(base, None)
+            if truncated is None:
+                truncated = segment.recover()
             if truncated:
                 self.recovered_bytes_truncated += truncated
                 _log.warning(
@@ -249,25 +275,28 @@ class Log:
         """
         with self._lock:
             self._check_open()
-            next_offset = self.log_end_offset
+            first = self.log_end_offset
             if isinstance(records, bytes | bytearray | memoryview):
-                batches = self._validated(records)
-                data = []
-                for batch in batches:
-                    data.append(batch.restamp(base_offset=next_offset, leader_epoch=leader_epoch))
-                    next_offset += batch.last_offset - batch.base_offset + 1
-                stamped = [RecordBatch(chunk) for chunk in data]
-            else:
-                if not records:
-                    raise ValueError("an append needs at least one record")
-                stamped = [RecordBatch(build_batch(records, next_offset, leader_epoch))]
-            return self._append(stamped)
+                # Untrusted producer bytes: every record's framing is checked (Kafka's
+                # LogValidator walks the records of an uncompressed batch too), then the batches
+                # are stamped in one copy of the buffer.
+                data = bytearray(records)
+                batches = self._validated(data, deep=True)
+                end = stamp_batches(data, batches, first, leader_epoch)
+                return self._append(data, batches, first, end - 1)
+            if not records:
+                raise ValueError("an append needs at least one record")
+            built = build_batch(records, first, leader_epoch)
+            return self._append(
+                built, [RecordBatch(built, verify_crc=False)], first, first + len(records) - 1
+            )
 
     def append_as_follower(self, records: BytesLike) -> LogAppendInfo:
         """Append a leader's batches as they are; their offsets must start at or past the LEO."""
         with self._lock:
             self._check_open()
-            batches = self._validated(records)
+            # The leader validated every record; like Kafka's follower we check CRC and headers.
+            batches = self._validated(records, deep=False)
             expected = self.log_end_offset
             for batch in batches:
                 if batch.base_offset < expected:
@@ -276,24 +305,23 @@ class Log:
                         f"follow offset {expected - 1}"
                     )
                 expected = batch.last_offset + 1
-            return self._append(batches)
+            return self._append(records, batches, batches[0].base_offset, batches[-1].last_offset)
 
-    def _validated(self, records: BytesLike) -> list[RecordBatch]:
-        batches = list(iter_batches(records, deep=True))
+    def _validated(self, records: BytesLike, *, deep: bool) -> list[RecordBatch]:
+        batches = list(iter_batches(records, deep=deep))
         if not batches:
             raise ValueError("an append needs at least one record batch")
+        return batches
+
+    def _append(
+        self, data: BytesLike, batches: list[RecordBatch], first: int, last: int
+    ) -> LogAppendInfo:
         for batch in batches:
             if batch.size_in_bytes > self.config.max_message_bytes:
                 raise RecordTooLargeError(
                     f"{self.topic_partition}: batch of {batch.size_in_bytes} bytes exceeds "
                     f"max_message_bytes={self.config.max_message_bytes}"
                 )
-        return batches
-
-    def _append(self, batches: list[RecordBatch]) -> LogAppendInfo:
-        first = batches[0].base_offset
-        last = batches[-1].last_offset
-        data = b"".join(bytes(batch.buffer) for batch in batches)
         max_timestamp = max(batch.max_timestamp for batch in batches)
         records = sum(batch.record_count for batch in batches)
         segment = self._maybe_roll(len(data), first, last)
@@ -332,6 +360,8 @@ class Log:
                 self._remove_segment(segment.base_offset).delete()
                 segment = self._new_segment(first_offset)
                 self._add_segment(segment)
+                if len(self._bases) == 1:
+                    self._log_start_offset = first_offset
             return segment
         _log.info("log.roll", dir=str(self.dir), reason=reason, new_base_offset=first_offset)
         return self._roll(first_offset)
@@ -349,9 +379,17 @@ class Log:
         new = self._new_segment(base_offset)
         self._add_segment(new)
         old.trim_index()
-        old.flush()  # Kafka flushes the finished segment right after a roll
-        self._recovery_point = max(self._recovery_point, base_offset)
+        # Kafka flushes the finished segment right after a roll, asynchronously: an append must
+        # not wait for an fsync. Without a scheduler the flush happens here.
+        if self._scheduler is not None and self._scheduler.is_started:
+            self._scheduler.schedule("flush-log", lambda: self._flush_quietly(base_offset))
+        else:
+            self.flush(base_offset)
         return new
+
+    def _flush_quietly(self, offset: int) -> None:
+        with contextlib.suppress(LogClosedError):
+            self.flush(offset)
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -411,7 +449,7 @@ class Log:
             self._check_open()
             if offset >= self.log_end_offset:
                 return False
-            if offset < self._log_start_offset:
+            if offset < self._log_start_offset or offset < self._bases[0]:
                 self._truncate_fully_and_start_at(offset)
                 return True
             for base in [b for b in self._bases if b > offset]:
@@ -420,15 +458,10 @@ class Log:
             cut = active.find_batch(offset)
             active.truncate_to(offset)
             new_end = offset if cut is None or cut.base_offset >= offset else cut.base_offset
-            if active.next_offset < new_end:
-                self._note_log_end(active, new_end)
+            active.set_log_end(new_end)
             self._recovery_point = min(self._recovery_point, self.log_end_offset)
             _log.info("log.truncated", dir=str(self.dir), offset=offset, log_end=new_end)
             return True
-
-    def _note_log_end(self, active: LogSegment, offset: int) -> None:
-        # Kafka sets the log end to the truncation offset even inside a gap of offsets.
-        active._next_offset = offset
 
     def _truncate_fully_and_start_at(self, offset: int) -> None:
         for base in list(self._bases):
@@ -438,18 +471,31 @@ class Log:
         self._recovery_point = offset
 
     def flush(self, offset: int | None = None) -> None:
-        """Fsync every segment holding offsets below `offset` (default: the log end)."""
+        """Fsync every segment holding offsets below `offset` (default: the log end).
+
+        The fsyncs run outside the log's lock, on duplicated file descriptors, so appends and
+        reads go on meanwhile and a segment deleted in between is harmless.
+        """
         with self._lock:
             self._check_open()
             target = self.log_end_offset if offset is None else offset
             if target <= self._recovery_point:
                 return
             first = max(self._floor_index(self._recovery_point), 0)
-            for base in self._bases[first:]:
-                if base >= target:
-                    break
-                self._segments[base].flush()
-            self._recovery_point = target
+            fds = [
+                fd
+                for base in self._bases[first:]
+                if base < target
+                for fd in self._segments[base].dup_fds()
+            ]
+        try:
+            for fd in fds:
+                os.fsync(fd)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        with self._lock:
+            self._recovery_point = max(self._recovery_point, min(target, self.log_end_offset))
             self._unflushed_records = 0
             self.last_flush_ms = self.clock.now_ms()
 
@@ -479,7 +525,7 @@ class Log:
         deleted = 0
         while len(self._bases) > 1:
             oldest = self._segments[self._bases[0]]
-            if oldest.max_timestamp >= horizon:
+            if oldest.retention_timestamp() >= horizon:
                 break
             self._remove_segment(oldest.base_offset).delete()
             deleted += 1

@@ -634,6 +634,25 @@ class RecordBatch:
         return bytes(out)
 
 
+def stamp_batches(
+    buf: bytearray, batches: Sequence[RecordBatch], base_offset: int, leader_epoch: int
+) -> int:
+    """Assign consecutive offsets from `base_offset` and the leader epoch to batches in place.
+
+    `batches` are views returned by `iter_batches` over the same bytes as `buf` (their
+    `position` locates each in `buf`). The CRCs stay valid (see `RecordBatch.restamp`). This is
+    a leader's append without a copy per batch. Returns the offset after the last batch.
+    """
+    _check_range("leader_epoch", leader_epoch, -(2**31), _INT32_MAX)
+    offset = base_offset
+    for batch in batches:
+        _check_range("base_offset", offset, 0, _INT64_MAX - batch.last_offset_delta)
+        _INT64.pack_into(buf, batch.position + _BASE_OFFSET_OFFSET, offset)
+        _INT32.pack_into(buf, batch.position + _PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
+        offset += batch.last_offset_delta + 1
+    return offset
+
+
 def _check_header(
     view: memoryview, header: tuple[int, ...], position: int, verify_crc: bool
 ) -> None:
@@ -700,9 +719,17 @@ class _RecordReader:
     def varint(self) -> int:
         """A zigzag int32: at most 5 bytes, and no bits beyond the 32nd (Java would drop them)."""
         pos = self.pos
-        if pos < self.end and (byte := self.data[pos]) < 0x80:  # one byte: the common case
-            self.pos = pos + 1
-            return (byte >> 1) ^ -(byte & 1)
+        if pos + 1 < self.end:  # one or two bytes (values below 8192): the common cases
+            data = self.data
+            byte = data[pos]
+            if byte < 0x80:
+                self.pos = pos + 1
+                return (byte >> 1) ^ -(byte & 1)
+            second = data[pos + 1]
+            if second < 0x80:
+                self.pos = pos + 2
+                raw = (byte & 0x7F) | (second << 7)
+                return (raw >> 1) ^ -(raw & 1)
         raw = self._unsigned(_MAX_VARINT_BYTES)
         if raw > _UINT32_MAX:
             self.fail(f"varint ending at byte {self.pos} of the batch overflows 32 bits")
@@ -711,9 +738,17 @@ class _RecordReader:
     def varlong(self) -> int:
         """A zigzag int64: at most 10 bytes, and no bits beyond the 64th."""
         pos = self.pos
-        if pos < self.end and (byte := self.data[pos]) < 0x80:
-            self.pos = pos + 1
-            return (byte >> 1) ^ -(byte & 1)
+        if pos + 1 < self.end:
+            data = self.data
+            byte = data[pos]
+            if byte < 0x80:
+                self.pos = pos + 1
+                return (byte >> 1) ^ -(byte & 1)
+            second = data[pos + 1]
+            if second < 0x80:
+                self.pos = pos + 2
+                raw = (byte & 0x7F) | (second << 7)
+                return (raw >> 1) ^ -(raw & 1)
         raw = self._unsigned(_MAX_VARLONG_BYTES)
         if raw > _UINT64_MAX:
             self.fail(f"varlong ending at byte {self.pos} of the batch overflows 64 bits")

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from kafkactor.storage.errors import CorruptRecordError, StorageError
+from kafkactor.storage.errors import CorruptRecordError, StorageError, TruncatedBatchError
 from kafkactor.storage.index import OffsetIndex
-from kafkactor.storage.records import LOG_OVERHEAD, MAX_BATCH_SIZE, RecordBatch, batch_size_at
+from kafkactor.storage.records import (
+    LOG_OVERHEAD,
+    MAX_BATCH_SIZE,
+    BytesLike,
+    batch_size_at,
+    iter_batches,
+)
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -21,11 +28,62 @@ SWAP_SUFFIX = ".swap"
 # last offset delta, max timestamp (the rest of the 61-byte header is skipped).
 _HEADER = struct.Struct(">qi4xb4x2xi8xq")
 _MAX_RELATIVE_OFFSET = 2**31 - 1
+_SCAN_CHUNK = 64 * 1024  # bytes read at a time when walking batch headers
+_RECOVERY_CHUNK = 4 * 1024 * 1024  # bytes read at a time by recovery
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
     """Kafka's file name: the base offset zero-padded to 20 digits, then the suffix."""
     return f"{base_offset:020d}{suffix}"
+
+
+class _Recovery:
+    """What recovering one segment has established so far."""
+
+    def __init__(self, segment: LogSegment, deep: bool) -> None:
+        self.segment = segment
+        self.deep = deep
+        self.last_offset = segment.base_offset - 1
+        self.max_timestamp = -1
+        self.first_timestamp: int | None = None
+        self.since_entry = 0
+
+    def scan(self, chunk: bytes, position: int, at_eof: bool) -> tuple[int, bool]:
+        """Take the valid batches at the start of `chunk` (found at file `position`).
+
+        Returns the bytes taken and whether recovery must stop there: an invalid or
+        out-of-order batch, or a partial one at the end of the file. A batch cut by the end of
+        a chunk that is not the end of the file is left for the next chunk.
+        """
+        segment = self.segment
+        taken = 0
+        try:
+            for batch in iter_batches(chunk, max_batch_size=segment.max_batch_size, deep=self.deep):
+                if batch.base_offset <= self.last_offset or (
+                    batch.last_offset - segment.base_offset > _MAX_RELATIVE_OFFSET
+                ):
+                    return taken, True
+                # Appends index once per append, recovery once per batch: a sparse index may
+                # fill up here, and lookups stay correct without more entries.
+                if self.since_entry > segment.index_interval_bytes and not segment.index.is_full:
+                    segment.index.append(batch.last_offset, position + batch.position)
+                    self.since_entry = 0
+                if self.first_timestamp is None:
+                    self.first_timestamp = batch.max_timestamp
+                self.max_timestamp = max(self.max_timestamp, batch.max_timestamp)
+                self.last_offset = batch.last_offset
+                self.since_entry += batch.size_in_bytes
+                taken = batch.position + batch.size_in_bytes
+        except TruncatedBatchError:
+            return taken, at_eof
+        except CorruptRecordError:  # a compressed batch propagates: it is not damage
+            return taken, True
+        return taken, False
+
+
+def _header_in(buf: bytes, offset: int, position: int) -> BatchHeader:
+    base, length, _magic, last_delta, max_ts = _HEADER.unpack_from(buf, offset)
+    return BatchHeader(position, base, length + LOG_OVERHEAD, base + last_delta, max_ts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +156,14 @@ class LogSegment:
             )
         return self._max_timestamp
 
+    def retention_timestamp(self) -> int:
+        """What `retention.ms` compares: the largest batch timestamp, or, when no batch carries
+        one, the file's last-modified time (Kafka's fallback)."""
+        largest = self.max_timestamp
+        if largest >= 0:
+            return largest
+        return os.fstat(self._fd).st_mtime_ns // 1_000_000
+
     def rolling_timestamp(self) -> int:
         """What `segment.ms` counts from: the first batch's max timestamp, else creation time."""
         if self._rolling_timestamp is None:
@@ -109,7 +175,7 @@ class LogSegment:
 
     # -- writing -----------------------------------------------------------------------------
 
-    def append(self, data: bytes, *, largest_offset: int, max_timestamp: int) -> None:
+    def append(self, data: BytesLike, *, largest_offset: int, max_timestamp: int) -> None:
         """Append validated batches (`data`) whose last offset is `largest_offset`."""
         if largest_offset - self.base_offset > _MAX_RELATIVE_OFFSET:
             raise StorageError(f"offset {largest_offset} does not fit segment {self.base_offset}")
@@ -133,6 +199,14 @@ class LogSegment:
         os.fsync(self._fd)
         self.index.flush()
 
+    def dup_fds(self) -> list[int]:
+        """Duplicates of the log and index file descriptors, for an fsync outside the log lock.
+
+        The caller closes them. An fsync through a duplicate stays safe when the segment is
+        closed or deleted meanwhile.
+        """
+        return [os.dup(self._fd), self.index.dup_fd()]
+
     def truncate_to(self, offset: int) -> int:
         """Drop every batch whose last offset is >= `offset`; return the bytes removed."""
         found = self.find_batch(offset)
@@ -149,62 +223,56 @@ class LogSegment:
             self._rolling_timestamp = None
         return removed
 
-    def recover(self) -> int:
-        """Re-read every batch, checking CRC and structure, and rebuild the index.
+    def set_log_end(self, offset: int) -> None:
+        """Report `offset` as the next offset, at or past the end of the stored batches.
 
+        After a truncation into a gap of offsets Kafka keeps the truncation offset as the log
+        end, so a follower's next append may start there.
+        """
+        self._next_offset = None
+        stored_end = self.next_offset
+        if offset < stored_end:
+            raise ValueError(f"log end {offset} is before the stored data's end {stored_end}")
+        self._next_offset = offset
+
+    def recover(self, *, deep: bool = False) -> int:
+        """Re-read every batch, checking its CRC and header, and rebuild the index.
+
+        As Kafka's `LogSegment.recover`: the CRC covers every record byte, and records were
+        validated when the leader appended them. `deep=True` also walks each record's framing.
         Truncates the file at the first batch that is partial, invalid or out of offset order;
         returns the number of bytes truncated.
         """
         self.index.truncate()
         file_size = os.fstat(self._fd).st_size
+        state = _Recovery(self, deep)
         position = 0
-        last_offset = self.base_offset - 1
-        max_timestamp = -1
-        first_timestamp: int | None = None
-        since_entry = 0
         while position < file_size:
-            batch = self._valid_batch_at(position, file_size, last_offset)
-            if batch is None:
+            chunk = os.pread(self._fd, min(_RECOVERY_CHUNK, file_size - position), position)
+            at_eof = position + len(chunk) >= file_size
+            consumed, stop = state.scan(chunk, position, at_eof)
+            if consumed == 0 and not stop:
+                # the next batch is larger than a chunk: read it whole
+                try:
+                    size = batch_size_at(chunk, 0, self.max_batch_size)
+                except CorruptRecordError:
+                    size = None
+                if size is None or position + size > file_size:
+                    break
+                whole = os.pread(self._fd, size, position)
+                consumed, stop = state.scan(whole, position, at_eof=True)
+            position += consumed
+            if stop or consumed == 0:
                 break
-            if since_entry > self.index_interval_bytes:
-                self.index.append(batch.last_offset, position)
-                since_entry = 0
-            if first_timestamp is None:
-                first_timestamp = batch.max_timestamp
-            max_timestamp = max(max_timestamp, batch.max_timestamp)
-            last_offset = batch.last_offset
-            position += batch.size_in_bytes
-            since_entry += batch.size_in_bytes
         if position < file_size:
             os.ftruncate(self._fd, position)
         self.size = position
-        self._bytes_since_index_entry = since_entry
-        self._next_offset = last_offset + 1
-        self._max_timestamp = max_timestamp
-        self._rolling_timestamp = (
-            first_timestamp if first_timestamp is not None and first_timestamp >= 0 else None
-        )
+        self._bytes_since_index_entry = state.since_entry
+        self._next_offset = state.last_offset + 1
+        self._max_timestamp = state.max_timestamp
+        first = state.first_timestamp
+        self._rolling_timestamp = first if first is not None and first >= 0 else None
         return file_size - position
-
-    def _valid_batch_at(
-        self, position: int, file_size: int, last_offset: int
-    ) -> RecordBatch | None:
-        prefix = os.pread(self._fd, LOG_OVERHEAD, position)
-        try:
-            size = batch_size_at(prefix, 0, self.max_batch_size)
-        except CorruptRecordError:
-            return None
-        if size is None or position + size > file_size:
-            return None
-        try:
-            batch = RecordBatch(os.pread(self._fd, size, position), deep=True)
-        except CorruptRecordError:  # a compressed batch is not damage: that error propagates
-            return None
-        if batch.base_offset <= last_offset or (
-            batch.last_offset - self.base_offset > _MAX_RELATIVE_OFFSET
-        ):
-            return None
-        return batch
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -212,33 +280,42 @@ class LogSegment:
         raw = os.pread(self._fd, _HEADER.size, position)
         if len(raw) < _HEADER.size:
             raise StorageError(f"{self.log_path}: no batch header at position {position}")
-        base, length, _magic, last_delta, max_ts = _HEADER.unpack(raw)
-        return BatchHeader(position, base, length + LOG_OVERHEAD, base + last_delta, max_ts)
+        return _header_in(raw, 0, position)
 
-    def headers(self, start_position: int = 0) -> list[BatchHeader]:
-        """The headers of every whole batch from `start_position` on.
+    def iter_headers(self, start_position: int = 0) -> Iterator[BatchHeader]:
+        """The headers of every whole batch from `start_position` on, read in chunks.
 
         Stops at a partial batch (a torn write that recovery has not truncated yet), as Kafka's
         reads of a segment do.
         """
-        result = []
         position = start_position
-        while position + _HEADER.size <= self.size:
-            header = self.header_at(position)
-            if header.size_in_bytes < _HEADER.size or position + header.size_in_bytes > self.size:
-                break
-            result.append(header)
+        size = self.size
+        chunk = b""
+        chunk_start = position
+        while position + _HEADER.size <= size:
+            offset_in_chunk = position - chunk_start
+            if offset_in_chunk + _HEADER.size > len(chunk):
+                chunk = os.pread(self._fd, _SCAN_CHUNK, position)
+                chunk_start = position
+                offset_in_chunk = 0
+                if len(chunk) < _HEADER.size:
+                    return
+            header = _header_in(chunk, offset_in_chunk, position)
+            if header.size_in_bytes < _HEADER.size or position + header.size_in_bytes > size:
+                return
+            yield header
             position += header.size_in_bytes
-        return result
+
+    def headers(self, start_position: int = 0) -> list[BatchHeader]:
+        """The headers of every whole batch from `start_position` on."""
+        return list(self.iter_headers(start_position))
 
     def find_batch(self, offset: int) -> BatchHeader | None:
         """The first batch whose last offset is >= `offset` (Kafka's translateOffset)."""
         _, position = self.index.lookup(offset)
-        while position < self.size:
-            header = self.header_at(position)
+        for header in self.iter_headers(position):
             if header.last_offset >= offset:
                 return header
-            position += header.size_in_bytes
         return None
 
     def read(
@@ -254,29 +331,32 @@ class LogSegment:
         None when no batch here reaches `start_offset`. Batches with an offset >= `max_offset`
         are left out; at most `max_bytes`, except that the first batch is returned whole when
         `min_one_batch` (Kafka's KIP-74, so one oversized batch cannot stall a consumer).
+        One read of the file, whose batch headers are then walked in memory.
         """
         first = self.find_batch(start_offset)
         if first is None:
             return None
-        start = end = first.position
-        header: BatchHeader | None = first
-        while header is not None:
+        start = first.position
+        limit = max(max_bytes, first.size_in_bytes) if min_one_batch else max_bytes
+        data = os.pread(self._fd, min(limit, self.size - start), start)
+        end = 0
+        while end + _HEADER.size <= len(data):
+            header = _header_in(data, end, start + end)
+            if end + header.size_in_bytes > len(data):
+                break
             if max_offset is not None and header.last_offset >= max_offset:
                 break
-            if end - start + header.size_in_bytes > max_bytes and not (
-                min_one_batch and end == start
-            ):
+            if end + header.size_in_bytes > max_bytes and not (min_one_batch and end == 0):
                 break
             end += header.size_in_bytes
-            header = self.header_at(end) if end < self.size else None
-        data = os.pread(self._fd, end - start, start) if end > start else b""
-        return data, start
+        return data[:end], start
 
     def _read_next_offset(self) -> int:
-        last_entry_offset, position = self.index.lookup(2**63 - 1)
-        del last_entry_offset
-        headers = self.headers(position)
-        return headers[-1].last_offset + 1 if headers else self.base_offset
+        _, position = self.index.lookup(2**63 - 1)
+        last: BatchHeader | None = None
+        for last in self.iter_headers(position):  # noqa: B007 - the last one is wanted
+            pass
+        return last.last_offset + 1 if last is not None else self.base_offset
 
     # -- files -------------------------------------------------------------------------------
 
