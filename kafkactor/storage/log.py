@@ -113,11 +113,17 @@ class Log:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.recovered_bytes_truncated = 0
         self._truncated_on_load: dict[int, int] = {}  # segments rebuilt while loading
-        self._load_segments()
-        if clean_shutdown:
-            self._recovery_point = self.log_end_offset
-        else:
-            self._recover_from(recovery_point)  # before anything reads the (possibly torn) tail
+        self._truncations = 0
+        try:
+            self._load_segments()
+            if clean_shutdown:
+                self._recovery_point = self.log_end_offset
+            else:
+                self._recover_from(recovery_point)  # before anything reads the torn tail
+        except BaseException:
+            for segment in self._segments.values():
+                segment.close()
+            raise
         self._log_start_offset = self._bases[0]
         for base in self._bases[:-1]:  # only the active segment's index keeps preallocated room
             self._segments[base].trim_index()
@@ -324,7 +330,7 @@ class Log:
                 )
         max_timestamp = max(batch.max_timestamp for batch in batches)
         records = sum(batch.record_count for batch in batches)
-        segment = self._maybe_roll(len(data), first, last)
+        segment = self._maybe_roll(len(data), first, last, max_timestamp)
         segment.append(data, largest_offset=last, max_timestamp=max_timestamp)
         self._unflushed_records += records
         limit = self.config.flush_interval_messages
@@ -339,14 +345,15 @@ class Log:
             size_in_bytes=len(data),
         )
 
-    def _maybe_roll(self, size: int, first_offset: int, last_offset: int) -> LogSegment:
+    def _maybe_roll(
+        self, size: int, first_offset: int, last_offset: int, max_timestamp: int
+    ) -> LogSegment:
         segment = self._active
-        now = self.clock.now_ms()
         if segment.size == 0:
             reason = None
         elif segment.size + size > self.config.segment_bytes:
             reason = "segment_bytes"
-        elif now - segment.rolling_timestamp() >= self.config.segment_ms:
+        elif self._time_waited_for_roll(segment, max_timestamp) >= self.config.segment_ms:
             reason = "segment_ms"
         elif segment.index.is_full:
             reason = "index_full"
@@ -365,6 +372,15 @@ class Log:
             return segment
         _log.info("log.roll", dir=str(self.dir), reason=reason, new_base_offset=first_offset)
         return self._roll(first_offset)
+
+    def _time_waited_for_roll(self, segment: LogSegment, max_timestamp: int) -> int:
+        # Kafka's rule: the incoming batches' max timestamp against the segment's first batch
+        # timestamp when both exist (so replayed old data does not roll on every append), else
+        # the log's clock against the segment's creation time.
+        first = segment.first_batch_timestamp()
+        if first is not None and max_timestamp >= 0:
+            return max_timestamp - first
+        return self.clock.now_ms() - segment.created_ms
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset (an empty active one is kept)."""
@@ -406,6 +422,8 @@ class Log:
         `max_offset` is exclusive (consumers pass the high watermark). Raises
         `OffsetOutOfRangeError` outside [log start offset, log end offset].
         """
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
         with self._lock:
             self._check_open()
             end = self.log_end_offset
@@ -449,6 +467,7 @@ class Log:
             self._check_open()
             if offset >= self.log_end_offset:
                 return False
+            self._truncations += 1
             if offset < self._log_start_offset or offset < self._bases[0]:
                 self._truncate_fully_and_start_at(offset)
                 return True
@@ -481,6 +500,7 @@ class Log:
             target = self.log_end_offset if offset is None else offset
             if target <= self._recovery_point:
                 return
+            truncations = self._truncations
             first = max(self._floor_index(self._recovery_point), 0)
             fds = [
                 fd
@@ -495,6 +515,8 @@ class Log:
             for fd in fds:
                 os.close(fd)
         with self._lock:
+            if self._truncations != truncations:
+                return  # truncated meanwhile: what is now below `target` may not be on disk
             self._recovery_point = max(self._recovery_point, min(target, self.log_end_offset))
             self._unflushed_records = 0
             self.last_flush_ms = self.clock.now_ms()

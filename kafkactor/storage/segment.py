@@ -166,10 +166,15 @@ class LogSegment:
 
     def rolling_timestamp(self) -> int:
         """What `segment.ms` counts from: the first batch's max timestamp, else creation time."""
+        first = self.first_batch_timestamp()
+        return self.created_ms if first is None else first
+
+    def first_batch_timestamp(self) -> int | None:
+        """The first batch's max timestamp, or None when empty or the batch carries none."""
         if self._rolling_timestamp is None:
-            first = next(iter(self.headers()), None)
+            first = next(self.iter_headers(), None)
             if first is None or first.max_timestamp < 0:
-                return self.created_ms
+                return None
             self._rolling_timestamp = first.max_timestamp
         return self._rolling_timestamp
 
