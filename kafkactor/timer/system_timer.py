@@ -51,6 +51,7 @@ class Timer:
         self._bucket_arrived = threading.Condition(self._lock)
         self._counter = TaskCounter()
         self._wakeup_pending = False
+        self._shut_down = False
         self._waiting = False
         self._queue = BucketQueue(on_offer=self._wake_waiter)
         self._wheel = TimingWheel(
@@ -117,6 +118,8 @@ class Timer:
             if not heap or heap[0][0] > self._clock.now_ms():
                 return False
         with self._lock:
+            if self._shut_down:
+                return False
             bucket = queue.poll(self._clock.now_ms())
             if bucket is None:
                 head = queue.peek_expiration()
@@ -143,6 +146,18 @@ class Timer:
     def _wake_waiter(self) -> None:
         # called with the lock held whenever a bucket is queued
         if self._waiting:
+            self._bucket_arrived.notify_all()
+
+    @property
+    def is_shutdown(self) -> bool:
+        return self._shut_down
+
+    def shutdown(self) -> None:
+        """Stop expiring: `advance_clock` returns False at once from now on. Pending tasks stay
+        unrun; their owners answer them on their own shutdown."""
+        with self._lock:
+            self._shut_down = True
+            self._wakeup_pending = True
             self._bucket_arrived.notify_all()
 
     def wakeup(self) -> None:

@@ -1,0 +1,126 @@
+"""The edge of the actor system: a caller that sends requests and blocks on their responses."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import threading
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, TypeVar
+
+from kafkactor import tracing
+from kafkactor.actors.directory import Directory
+from kafkactor.messages import Envelope, ErrorCode, ErrorResponse, Request, Response
+from kafkactor.timer import Clock, SystemClock
+
+R = TypeVar("R", bound=Request)
+
+_log = tracing.get_logger("kafkactor.client")
+
+
+class RequestTimeoutError(TimeoutError):
+    """No response arrived within the caller's timeout."""
+
+
+class Client:
+    """A non-actor participant with its own address (`client/<name>`), e.g. a test or producer.
+
+    `request` stamps `reply_to` and a fresh `correlation_id` on a Request, sends it in a new
+    trace, and returns a Future resolved by the response. Responses arrive through `tell`, on
+    whichever actor thread sends them; blocking happens only at this edge, never in an actor.
+    An undeliverable request resolves at once with an `ErrorResponse` (NETWORK_EXCEPTION).
+    """
+
+    def __init__(self, name: str, directory: Directory, clock: Clock | None = None) -> None:
+        self.address = f"client/{name}"
+        self.directory = directory
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._pending: dict[int, Future[Any]] = {}
+        directory.register(self.address, self)
+
+    def request(self, address: str, request: R) -> Future[Any]:
+        """Send `request` to `address`; the Future holds the Response (or ErrorResponse)."""
+        return self._send(address, request)[1]
+
+    def _send(self, address: str, request: R) -> tuple[int, Future[Any]]:
+        correlation_id = next(self._ids)
+        stamped = dataclasses.replace(request, reply_to=self.address, correlation_id=correlation_id)
+        future: Future[Any] = Future()
+        trace_id, span_id = tracing.new_id(), tracing.new_id()
+        with self._lock:
+            self._pending[correlation_id] = future
+        envelope = Envelope(
+            payload=stamped,
+            trace_id=trace_id,
+            span_id=span_id,
+            sender=self.address,
+            sent_ms=self.clock.now_ms(),
+        )
+        if tracing.is_enabled():
+            _log.info(
+                "msg.send",
+                actor=self.address,
+                to=address,
+                msg_type=type(stamped).__name__,
+                trace_id=trace_id,
+                span_id=span_id,
+                parent_span_id="",
+                ts_ms=envelope.sent_ms,
+            )
+        if not self.directory.tell(address, envelope):
+            self._resolve(
+                ErrorResponse(
+                    correlation_id=correlation_id,
+                    error_code=ErrorCode.NETWORK_EXCEPTION,
+                    message=f"no actor at {address}",
+                )
+            )
+        return correlation_id, future
+
+    def call(self, address: str, request: Request, timeout_s: float) -> Any:
+        """`request` and wait up to `timeout_s` for the response."""
+        correlation_id, future = self._send(address, request)
+        try:
+            return future.result(timeout_s)
+        except FutureTimeout:
+            with self._lock:
+                self._pending.pop(correlation_id, None)
+            raise RequestTimeoutError(
+                f"no response from {address} within {timeout_s}s to {type(request).__name__}"
+            ) from None
+
+    def tell(self, message: Any) -> None:
+        payload = message.payload if isinstance(message, Envelope) else message
+        if tracing.is_enabled() and isinstance(message, Envelope):
+            now = self.clock.now_ms()
+            _log.info(
+                "msg.recv",
+                actor=self.address,
+                sender=message.sender,
+                msg_type=type(payload).__name__,
+                trace_id=message.trace_id,
+                span_id=message.span_id,
+                parent_span_id=message.parent_span_id,
+                mailbox_ms=now - message.sent_ms,
+                ts_ms=now,
+            )
+        if isinstance(payload, Response):
+            self._resolve(payload)
+
+    @property
+    def pending(self) -> int:
+        """Requests sent and not yet answered."""
+        with self._lock:
+            return len(self._pending)
+
+    def _resolve(self, response: Response) -> None:
+        with self._lock:
+            future = self._pending.pop(response.correlation_id, None)
+        if future is not None and not future.done():
+            future.set_result(response)
+
+    def close(self) -> None:
+        self.directory.unregister(self.address, self)

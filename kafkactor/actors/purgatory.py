@@ -1,0 +1,360 @@
+"""Kafka's delayed-operation purgatory: a pure core and the actor that owns it."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, ClassVar
+
+from kafkactor import tracing
+from kafkactor.actors.base import TraceContext, TracedActor, handles
+from kafkactor.actors.directory import Directory
+from kafkactor.messages import ErrorCode, ErrorResponse, Response
+from kafkactor.messages.purgatory import (
+    AwaitValue,
+    CancelForKey,
+    DelayOperation,
+    KeyChanged,
+    OperationExpired,
+    OperationResult,
+)
+from kafkactor.timer import Clock, Timer, TimerTask
+
+_ids = itertools.count(1)
+_log = tracing.get_logger("kafkactor.purgatory")
+
+
+class DelayedOperation(TimerTask):
+    """Kafka's `DelayedOperation`: work that completes when a condition holds or its timeout
+    passes, whichever comes first, and exactly once.
+
+    Subclasses implement `try_complete` (check the condition; call `force_complete` when it
+    holds), `on_complete` (the completion logic, e.g. send the response) and `on_expiration`
+    (called after `on_complete` when the timeout completed it).
+    """
+
+    def __init__(self, delay_ms: int) -> None:
+        super().__init__(delay_ms)
+        self.operation_id = next(_ids)
+        self._completed = False
+        self._completion_lock = threading.Lock()
+        self._try_lock = threading.Lock()
+        self._purgatory: Purgatory | None = None
+        self.owner = ""  # the address of the purgatory actor that owns it (for expirations)
+        self.trace: TraceContext | None = None
+
+    def try_complete(self) -> bool:
+        """Check the condition; when it holds, `force_complete()` and return its result."""
+        raise NotImplementedError
+
+    def on_complete(self) -> None:
+        """What completion does (once, whether by the condition or by expiry)."""
+        raise NotImplementedError
+
+    def on_expiration(self) -> None:
+        """Called after `on_complete` when the timeout completed the operation."""
+
+    def is_completed(self) -> bool:
+        return self._completed
+
+    def _mark_completed(self) -> bool:
+        with self._completion_lock:
+            if self._completed:
+                return False
+            self._completed = True
+        purgatory = self._purgatory
+        if purgatory is not None:
+            purgatory._delayed.pop(self.operation_id, None)
+        self.cancel()  # out of the timer: cancelling a completed operation's timeout
+        return True
+
+    def force_complete(self) -> bool:
+        """Complete now if nobody has: True for the one caller that did it."""
+        if not self._mark_completed():
+            return False
+        self.on_complete()
+        return True
+
+    def maybe_try_complete(self) -> bool:
+        """`try_complete` unless another thread is trying right now (Kafka's tryLock)."""
+        if not self._try_lock.acquire(blocking=False):
+            return False
+        try:
+            return self.try_complete()
+        finally:
+            self._try_lock.release()
+
+    def run(self) -> None:
+        """The timeout (when the timer runs the task inline): complete, then expire."""
+        if self.force_complete():
+            self.on_expiration()
+
+
+class Purgatory:
+    """Kafka's `DelayedOperationPurgatory`, without threads: watcher lists per key and a timer.
+
+    `try_complete_else_watch` tries an operation, watches it under every key (counting it once
+    in the estimated total), tries again (so an event between the first try and the watch
+    cannot strand it, KAFKA-1430), and only then adds it to the timer. `check_and_complete`
+    re-tries the operations watching a key and drops the completed ones; empty watcher lists
+    are removed (KAFKA-2160). Completed operations still in other keys' lists are purged once
+    the estimated total exceeds the delayed count by `purge_interval` (KAFKA-664).
+    """
+
+    def __init__(self, name: str, timer: Timer, purge_interval: int = 1000) -> None:
+        self.name = name
+        self.timer = timer
+        self.purge_interval = purge_interval
+        self._watchers: dict[Hashable, dict[DelayedOperation, None]] = {}
+        self._delayed: dict[int, DelayedOperation] = {}
+        self.estimated_total = 0
+        self.purged = 0
+
+    def try_complete_else_watch(
+        self, operation: DelayedOperation, keys: Iterable[Hashable]
+    ) -> bool:
+        """True when the operation completed during this call (by this call's tries)."""
+        keys = list(keys)
+        if not keys:
+            raise ValueError("an operation must be watched under at least one key")
+        operation._purgatory = self
+        if operation.try_complete():
+            return True
+        counted = False
+        for key in keys:
+            if operation.is_completed():
+                return False
+            self._watchers.setdefault(key, {})[operation] = None
+            if not counted:
+                counted = True
+                self.estimated_total += 1
+        if operation.maybe_try_complete():
+            return True
+        if not operation.is_completed():
+            self._delayed[operation.operation_id] = operation
+            self.timer.add(operation)
+            if operation.is_completed():  # completed meanwhile (e.g. by another thread): untime it
+                operation.cancel()
+                self._delayed.pop(operation.operation_id, None)
+        self.maybe_purge()
+        return False
+
+    def check_and_complete(self, key: Hashable) -> int:
+        """Re-try the operations watching `key`; how many completed now."""
+        watchers = self._watchers.get(key)
+        if watchers is None:
+            return 0
+        completed = 0
+        for operation in list(watchers):
+            if operation.is_completed():
+                del watchers[operation]
+            elif operation.maybe_try_complete():
+                del watchers[operation]
+                completed += 1
+        if not watchers:
+            self._watchers.pop(key, None)
+        return completed
+
+    def cancel_for_key(self, key: Hashable) -> list[DelayedOperation]:
+        """Stop watching `key`; its operations leave the timer uncompleted and are returned."""
+        watchers = self._watchers.pop(key, None)
+        if watchers is None:
+            return []
+        cancelled = []
+        for operation in watchers:
+            if not operation.is_completed():
+                operation.cancel()
+                self._delayed.pop(operation.operation_id, None)
+                cancelled.append(operation)
+        return cancelled
+
+    def expire(self, operation_id: int) -> bool:
+        """The timeout of `operation_id` fired: complete and expire it, unless already done."""
+        operation = self._delayed.get(operation_id)
+        if operation is None:
+            return False
+        expired = operation.force_complete()
+        if expired:
+            operation.on_expiration()
+        self.maybe_purge()
+        return expired
+
+    def maybe_purge(self) -> int:
+        """Purge completed operations from every watcher list when enough have piled up."""
+        delayed = self.num_delayed
+        if self.estimated_total - delayed <= self.purge_interval:
+            return 0
+        self.estimated_total = delayed
+        purged = 0
+        for key in list(self._watchers):
+            watchers = self._watchers[key]
+            for operation in [op for op in watchers if op.is_completed()]:
+                del watchers[operation]
+                purged += 1
+            if not watchers:
+                del self._watchers[key]
+        self.purged += purged
+        return purged
+
+    @property
+    def num_delayed(self) -> int:
+        """Operations waiting in the timer (not completed)."""
+        return len(self._delayed)
+
+    @property
+    def watched(self) -> int:
+        """Entries in all watcher lists (completed ones count until removed or purged)."""
+        return sum(len(watchers) for watchers in self._watchers.values())
+
+    @property
+    def keys(self) -> int:
+        return len(self._watchers)
+
+    def pending(self) -> list[DelayedOperation]:
+        """Every operation not yet completed (waiting in the timer)."""
+        return [op for op in self._delayed.values() if not op.is_completed()]
+
+
+class RequestOperation(DelayedOperation):
+    """A delayed operation created from a `DelayOperation` request, answered when it ends."""
+
+    def __init__(self, actor: PurgatoryActor, request: DelayOperation) -> None:
+        super().__init__(request.timeout_ms)
+        self.actor = actor
+        self.request = request
+
+    def respond(self, response: Response) -> None:
+        self.actor.reply(self.request, response, trace=self.trace)
+
+    def abort(self, error_code: ErrorCode, reason: str) -> bool:
+        """End the operation without completing it (e.g. on shutdown), answering the caller."""
+        if not self._mark_completed():
+            return False
+        self.respond(ErrorResponse(error_code=error_code, message=reason))
+        return True
+
+
+class DelayedAwaitValue(RequestOperation):
+    """The generic operation: done once the purgatory's value for a key reaches a target."""
+
+    def __init__(self, actor: PurgatoryActor, request: DelayOperation) -> None:
+        super().__init__(actor, request)
+        spec = request.operation
+        assert isinstance(spec, AwaitValue)
+        self.spec = spec
+
+    def satisfied(self) -> bool:
+        return self.actor.values.get(self.spec.key, 0) >= self.spec.at_least
+
+    def try_complete(self) -> bool:
+        return self.force_complete() if self.satisfied() else False
+
+    def on_complete(self) -> None:
+        self.respond(OperationResult(operation_id=self.operation_id, expired=not self.satisfied()))
+
+
+OperationFactory = Callable[["PurgatoryActor", DelayOperation], RequestOperation]
+
+
+class PurgatoryActor(TracedActor):
+    """A broker's produce or fetch purgatory: one `Purgatory` driven through its mailbox.
+
+    `DelayOperation` requests create operations of the type registered for their spec
+    (`register_operation`: the replication layer adds DelayedProduce / DelayedFetch);
+    `KeyChanged` events update the value a key holds here and re-check its watchers;
+    `OperationExpired` comes from the Reaper; on stop every pending caller is answered
+    (BROKER_NOT_AVAILABLE), so no request hangs.
+    """
+
+    operation_types: ClassVar[dict[type[Any], OperationFactory]] = {}
+
+    def __init__(
+        self,
+        address: str,
+        directory: Directory,
+        timer: Timer,
+        clock: Clock | None = None,
+        broker: int | None = None,
+        *,
+        name: str = "Produce",
+        purge_interval: int = 1000,
+    ) -> None:
+        super().__init__(address, directory, clock, broker)
+        self.purgatory = Purgatory(name, timer, purge_interval)
+        self.values: dict[str, int] = {}
+
+    @classmethod
+    def register_operation(cls, spec_type: type[Any], factory: OperationFactory) -> None:
+        cls.operation_types = {**cls.operation_types, spec_type: factory}
+
+    @handles(DelayOperation)
+    def _on_delay(self, request: DelayOperation) -> None:
+        factory = self.operation_types.get(type(request.operation))
+        if factory is None:
+            self.reply(
+                request,
+                ErrorResponse(
+                    error_code=ErrorCode.INVALID_REQUEST,
+                    message=f"no operation type for {type(request.operation).__name__}",
+                ),
+            )
+            return
+        operation = factory(self, request)
+        operation.owner = self.address
+        operation.trace = self.trace_context
+        completed = self.purgatory.try_complete_else_watch(operation, request.keys)
+        if tracing.is_enabled():
+            _log.info(
+                "purgatory.watch" if not completed else "purgatory.complete",
+                actor=self.address,
+                broker=self.broker,
+                purgatory=self.purgatory.name,
+                operation_id=operation.operation_id,
+                keys=list(request.keys),
+                delayed=self.purgatory.num_delayed,
+                watched=self.purgatory.watched,
+            )
+
+    @handles(KeyChanged)
+    def _on_key_changed(self, event: KeyChanged) -> None:
+        self.values[event.key] = event.value
+        completed = self.purgatory.check_and_complete(event.key)
+        if completed and tracing.is_enabled():
+            _log.info(
+                "purgatory.complete",
+                actor=self.address,
+                broker=self.broker,
+                purgatory=self.purgatory.name,
+                key=event.key,
+                completed=completed,
+                delayed=self.purgatory.num_delayed,
+            )
+
+    @handles(CancelForKey)
+    def _on_cancel_for_key(self, event: CancelForKey) -> None:
+        for operation in self.purgatory.cancel_for_key(event.key):
+            if isinstance(operation, RequestOperation):
+                operation.abort(ErrorCode.NOT_LEADER_FOR_PARTITION, f"{event.key} cancelled")
+
+    @handles(OperationExpired)
+    def _on_expired(self, event: OperationExpired) -> None:
+        expired = self.purgatory.expire(event.operation_id)
+        if expired and tracing.is_enabled():
+            _log.info(
+                "purgatory.expire",
+                actor=self.address,
+                broker=self.broker,
+                purgatory=self.purgatory.name,
+                operation_id=event.operation_id,
+                delayed=self.purgatory.num_delayed,
+            )
+
+    def on_stop(self) -> None:
+        for operation in self.purgatory.pending():
+            if isinstance(operation, RequestOperation):
+                operation.abort(ErrorCode.BROKER_NOT_AVAILABLE, "the broker is shutting down")
+        super().on_stop()
+
+
+PurgatoryActor.register_operation(AwaitValue, DelayedAwaitValue)

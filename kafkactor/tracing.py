@@ -1,0 +1,152 @@
+"""The event log: structlog configured for JSON lines, and the trace ids that tie hops together.
+
+Every message hop and state change is one JSON object per line with the common fields
+`schema`, `ts_ms`, `event` (and, from actors, `broker`, `actor`, `trace_id`, `span_id`,
+`parent_span_id`, `msg_type`, `mailbox_ms`). Rendering goes through orjson into a binary
+stream; loggers are cached on first use. With tracing off, hot paths skip building events
+altogether (`is_enabled()`).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import sys
+import threading
+from collections.abc import MutableMapping
+from pathlib import Path
+from typing import IO, Any, BinaryIO, cast
+
+import orjson
+import structlog
+
+from kafkactor.timer import Clock, SystemClock
+
+SCHEMA_VERSION = 1
+
+_ids = random.Random()
+
+
+class _TracingState:
+    """Where events go and whether they are written at all (one per process)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.enabled = True
+        self.clock: Clock = SystemClock()
+        self.sink: IO[bytes] | None = None
+        self.owned_sink = False
+
+
+_state = _TracingState()
+
+
+def is_enabled() -> bool:
+    """Whether events are being written (hot paths check this before building one)."""
+    return _state.enabled
+
+
+def new_id() -> str:
+    """A random 64-bit id as 16 hex digits (trace and span ids, as in W3C trace context)."""
+    return f"{_ids.getrandbits(64):016x}"
+
+
+def _add_common_fields(
+    _logger: object, _method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    event_dict.setdefault("ts_ms", _state.clock.now_ms())
+    event_dict["schema"] = SCHEMA_VERSION
+    return event_dict
+
+
+def _render(_logger: object, _method: str, event_dict: MutableMapping[str, Any]) -> bytes:
+    return orjson.dumps(event_dict, default=repr, option=orjson.OPT_APPEND_NEWLINE)
+
+
+def configure(
+    *,
+    path: Path | str | None = None,
+    stream: IO[bytes] | None = None,
+    enabled: bool = True,
+    clock: Clock | None = None,
+) -> None:
+    """Send events as JSON lines to `path` (appended) or a binary `stream` (default: stderr).
+
+    `enabled=False` switches tracing off: events are dropped before they are built.
+    `clock` stamps `ts_ms` on events that do not carry their own.
+    """
+    state = _state
+    with state.lock:
+        if state.owned_sink and state.sink is not None:
+            state.sink.close()
+        state.owned_sink = False
+        if path is not None:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            state.sink = Path(path).open("ab", buffering=1 << 16)  # noqa: SIM115 - kept open
+            state.owned_sink = True
+        else:
+            state.sink = stream if stream is not None else sys.stderr.buffer
+        state.enabled = enabled
+        if clock is not None:
+            state.clock = clock
+        level = logging.DEBUG if enabled else logging.CRITICAL + 10
+        structlog.configure(
+            processors=[
+                structlog.processors.add_log_level,
+                _add_common_fields,
+                structlog.processors.format_exc_info,
+                _render,
+            ],
+            wrapper_class=structlog.make_filtering_bound_logger(level),
+            logger_factory=structlog.BytesLoggerFactory(cast(BinaryIO, state.sink)),
+            cache_logger_on_first_use=True,
+        )
+    _route_pykka_logging()
+
+
+def disable() -> None:
+    """Switch tracing off (events are dropped before they are built)."""
+    configure(stream=_state.sink if _state.sink is not None else sys.stderr.buffer, enabled=False)
+
+
+def flush() -> None:
+    """Push buffered events to their file."""
+    with _state.lock:
+        if _state.sink is not None:
+            _state.sink.flush()
+
+
+def close() -> None:
+    """Flush and close an event file opened by `configure(path=...)`."""
+    state = _state
+    with state.lock:
+        if state.sink is not None:
+            state.sink.flush()
+            if state.owned_sink:
+                state.sink.close()
+                state.sink = None
+                state.owned_sink = False
+
+
+def get_logger(name: str) -> Any:
+    """A structlog logger (cached after its first event)."""
+    return structlog.get_logger(name)
+
+
+class _PykkaToEvents(logging.Handler):
+    """Pykka reports actor failures on its stdlib logger: turn them into `actor.error` events."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if _state.enabled:
+            structlog.get_logger("pykka").error(
+                "actor.error", source="pykka", detail=record.getMessage()
+            )
+
+
+_pykka_handler = _PykkaToEvents()
+
+
+def _route_pykka_logging() -> None:
+    logger = logging.getLogger("pykka")
+    if _pykka_handler not in logger.handlers:
+        logger.addHandler(_pykka_handler)
