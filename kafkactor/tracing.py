@@ -60,7 +60,7 @@ def _add_common_fields(
 
 
 def _render(_logger: object, _method: str, event_dict: MutableMapping[str, Any]) -> bytes:
-    return orjson.dumps(event_dict, default=repr, option=orjson.OPT_APPEND_NEWLINE)
+    return orjson.dumps(event_dict, default=repr)  # BytesLogger adds the newline
 
 
 def configure(
