@@ -28,7 +28,10 @@ SWAP_SUFFIX = ".swap"
 # last offset delta, max timestamp (the rest of the 61-byte header is skipped).
 _HEADER = struct.Struct(">qi4xb4x2xi8xq")
 _MAX_RELATIVE_OFFSET = 2**31 - 1
-_SCAN_CHUNK = 64 * 1024  # bytes read at a time when walking batch headers
+# Walking batch headers reads the file in chunks: a small first read (an index entry is at most
+# ~index_interval_bytes before the target), then larger ones.
+_FIRST_SCAN_CHUNK = 4 * 1024
+_SCAN_CHUNK = 64 * 1024
 _RECOVERY_CHUNK = 4 * 1024 * 1024  # bytes read at a time by recovery
 
 
@@ -297,10 +300,12 @@ class LogSegment:
         size = self.size
         chunk = b""
         chunk_start = position
+        chunk_size = _FIRST_SCAN_CHUNK
         while position + _HEADER.size <= size:
             offset_in_chunk = position - chunk_start
             if offset_in_chunk + _HEADER.size > len(chunk):
-                chunk = os.pread(self._fd, _SCAN_CHUNK, position)
+                chunk = os.pread(self._fd, chunk_size, position)
+                chunk_size = _SCAN_CHUNK
                 chunk_start = position
                 offset_in_chunk = 0
                 if len(chunk) < _HEADER.size:
@@ -345,15 +350,18 @@ class LogSegment:
         limit = max(max_bytes, first.size_in_bytes) if min_one_batch else max_bytes
         data = os.pread(self._fd, min(limit, self.size - start), start)
         end = 0
-        while end + _HEADER.size <= len(data):
-            header = _header_in(data, end, start + end)
-            if end + header.size_in_bytes > len(data):
+        available = len(data)
+        unpack_from = _HEADER.unpack_from
+        while end + _HEADER.size <= available:
+            base, length, _magic, last_delta, _ts = unpack_from(data, end)
+            batch_size = length + LOG_OVERHEAD
+            if end + batch_size > available:
                 break
-            if max_offset is not None and header.last_offset >= max_offset:
+            if max_offset is not None and base + last_delta >= max_offset:
                 break
-            if end + header.size_in_bytes > max_bytes and not (min_one_batch and end == 0):
+            if end + batch_size > max_bytes and not (min_one_batch and end == 0):
                 break
-            end += header.size_in_bytes
+            end += batch_size
         return data[:end], start
 
     def _read_next_offset(self) -> int:
