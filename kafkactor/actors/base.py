@@ -10,6 +10,7 @@ import pykka
 
 from kafkactor import tracing
 from kafkactor.actors.directory import Directory
+from kafkactor.actors.hops import log_recv, log_send, new_envelope
 from kafkactor.messages import Envelope, ErrorCode, ErrorResponse, Request, Response
 from kafkactor.timer import Clock, SystemClock
 
@@ -109,19 +110,7 @@ class TracedActor(pykka.ThreadingActor):
             )
         payload = envelope.payload
         if tracing.is_enabled():
-            now = self.clock.now_ms()
-            _log.info(
-                "msg.recv",
-                actor=self.address,
-                broker=self.broker,
-                sender=envelope.sender,
-                msg_type=type(payload).__name__,
-                trace_id=envelope.trace_id,
-                span_id=envelope.span_id,
-                parent_span_id=envelope.parent_span_id,
-                mailbox_ms=now - envelope.sent_ms,
-                ts_ms=now,
-            )
+            log_recv(envelope, actor=self.address, broker=self.broker, now_ms=self.clock.now_ms())
         self._current = envelope
         try:
             return self._dispatch(payload)
@@ -182,26 +171,15 @@ class TracedActor(pykka.ThreadingActor):
         context = trace if trace is not None else self.trace_context
         if context is None:
             context = TraceContext(tracing.new_id(), "")
-        envelope = Envelope(
-            payload=payload,
-            trace_id=context.trace_id,
-            span_id=tracing.new_id(),
-            parent_span_id=context.parent_span_id,
+        envelope = new_envelope(
+            payload,
             sender=self.address,
             sent_ms=self.clock.now_ms(),
+            trace_id=context.trace_id,
+            parent_span_id=context.parent_span_id,
         )
         if tracing.is_enabled():
-            _log.info(
-                "msg.send",
-                actor=self.address,
-                broker=self.broker,
-                to=address,
-                msg_type=type(payload).__name__,
-                trace_id=envelope.trace_id,
-                span_id=envelope.span_id,
-                parent_span_id=envelope.parent_span_id,
-                ts_ms=envelope.sent_ms,
-            )
+            log_send(envelope, to=address, broker=self.broker)
         if self.directory.tell(address, envelope):
             return True
         if tracing.is_enabled():

@@ -11,12 +11,11 @@ from typing import Any, TypeVar
 
 from kafkactor import tracing
 from kafkactor.actors.directory import Directory
+from kafkactor.actors.hops import log_recv, log_send, new_envelope
 from kafkactor.messages import Envelope, ErrorCode, ErrorResponse, Request, Response
 from kafkactor.timer import Clock, SystemClock
 
 R = TypeVar("R", bound=Request)
-
-_log = tracing.get_logger("kafkactor.client")
 
 
 class RequestTimeoutError(TimeoutError):
@@ -49,27 +48,17 @@ class Client:
         correlation_id = next(self._ids)
         stamped = dataclasses.replace(request, reply_to=self.address, correlation_id=correlation_id)
         future: Future[Any] = Future()
-        trace_id, span_id = tracing.new_id(), tracing.new_id()
         with self._lock:
             self._pending[correlation_id] = future
-        envelope = Envelope(
-            payload=stamped,
-            trace_id=trace_id,
-            span_id=span_id,
+        envelope = new_envelope(
+            stamped,
             sender=self.address,
             sent_ms=self.clock.now_ms(),
+            trace_id=tracing.new_id(),
+            parent_span_id="",
         )
         if tracing.is_enabled():
-            _log.info(
-                "msg.send",
-                actor=self.address,
-                to=address,
-                msg_type=type(stamped).__name__,
-                trace_id=trace_id,
-                span_id=span_id,
-                parent_span_id="",
-                ts_ms=envelope.sent_ms,
-            )
+            log_send(envelope, to=address, broker=None)
         if not self.directory.tell(address, envelope):
             self._resolve(
                 ErrorResponse(
@@ -95,18 +84,7 @@ class Client:
     def tell(self, message: Any) -> None:
         payload = message.payload if isinstance(message, Envelope) else message
         if tracing.is_enabled() and isinstance(message, Envelope):
-            now = self.clock.now_ms()
-            _log.info(
-                "msg.recv",
-                actor=self.address,
-                sender=message.sender,
-                msg_type=type(payload).__name__,
-                trace_id=message.trace_id,
-                span_id=message.span_id,
-                parent_span_id=message.parent_span_id,
-                mailbox_ms=now - message.sent_ms,
-                ts_ms=now,
-            )
+            log_recv(message, actor=self.address, broker=None, now_ms=self.clock.now_ms())
         if isinstance(payload, Response):
             self._resolve(payload)
 

@@ -7,12 +7,10 @@ from typing import Any
 from kafkactor import tracing
 from kafkactor.actors.base import TracedActor
 from kafkactor.actors.directory import Directory
+from kafkactor.actors.hops import log_send, new_envelope
 from kafkactor.actors.purgatory import DelayedOperation
-from kafkactor.messages import Envelope
 from kafkactor.messages.purgatory import OperationExpired
 from kafkactor.timer import Clock, ManualClock, SystemClock, Timer, TimerTask, run_inline
-
-_log = tracing.get_logger("kafkactor.reaper")
 
 # Kafka's ExpirationReaper polls the timer with a 200 ms timeout.
 REAPER_POLL_MS = 200
@@ -36,26 +34,15 @@ class ExpirationDelivery:
             run_inline(task)
             return
         trace = task.trace
-        envelope = Envelope(
-            payload=OperationExpired(operation_id=task.operation_id),
-            trace_id=trace.trace_id if trace is not None else tracing.new_id(),
-            span_id=tracing.new_id(),
-            parent_span_id=trace.parent_span_id if trace is not None else "",
+        envelope = new_envelope(
+            OperationExpired(operation_id=task.operation_id),
             sender=self.address,
             sent_ms=self.clock.now_ms(),
+            trace_id=trace.trace_id if trace is not None else tracing.new_id(),
+            parent_span_id=trace.parent_span_id if trace is not None else "",
         )
         if tracing.is_enabled():
-            _log.info(
-                "msg.send",
-                actor=self.address,
-                broker=self.broker,
-                to=task.owner,
-                msg_type="OperationExpired",
-                trace_id=envelope.trace_id,
-                span_id=envelope.span_id,
-                parent_span_id=envelope.parent_span_id,
-                ts_ms=envelope.sent_ms,
-            )
+            log_send(envelope, to=task.owner, broker=self.broker)
         self.directory.tell(task.owner, envelope)
 
 

@@ -716,20 +716,28 @@ class _RecordReader:
             shift += 7
         self.fail(f"varint at byte {self.pos} of the batch is longer than {max_bytes} bytes")
 
+    def _short(self) -> int | None:
+        """A zigzag value of one or two bytes (below 8192: the common cases), else None."""
+        pos = self.pos
+        if pos + 1 >= self.end:
+            return None
+        data = self.data
+        byte = data[pos]
+        if byte < 0x80:
+            self.pos = pos + 1
+            return (byte >> 1) ^ -(byte & 1)
+        second = data[pos + 1]
+        if second < 0x80:
+            self.pos = pos + 2
+            raw = (byte & 0x7F) | (second << 7)
+            return (raw >> 1) ^ -(raw & 1)
+        return None
+
     def varint(self) -> int:
         """A zigzag int32: at most 5 bytes, and no bits beyond the 32nd (Java would drop them)."""
-        pos = self.pos
-        if pos + 1 < self.end:  # one or two bytes (values below 8192): the common cases
-            data = self.data
-            byte = data[pos]
-            if byte < 0x80:
-                self.pos = pos + 1
-                return (byte >> 1) ^ -(byte & 1)
-            second = data[pos + 1]
-            if second < 0x80:
-                self.pos = pos + 2
-                raw = (byte & 0x7F) | (second << 7)
-                return (raw >> 1) ^ -(raw & 1)
+        short = self._short()
+        if short is not None:
+            return short
         raw = self._unsigned(_MAX_VARINT_BYTES)
         if raw > _UINT32_MAX:
             self.fail(f"varint ending at byte {self.pos} of the batch overflows 32 bits")
@@ -737,18 +745,9 @@ class _RecordReader:
 
     def varlong(self) -> int:
         """A zigzag int64: at most 10 bytes, and no bits beyond the 64th."""
-        pos = self.pos
-        if pos + 1 < self.end:
-            data = self.data
-            byte = data[pos]
-            if byte < 0x80:
-                self.pos = pos + 1
-                return (byte >> 1) ^ -(byte & 1)
-            second = data[pos + 1]
-            if second < 0x80:
-                self.pos = pos + 2
-                raw = (byte & 0x7F) | (second << 7)
-                return (raw >> 1) ^ -(raw & 1)
+        short = self._short()
+        if short is not None:
+            return short
         raw = self._unsigned(_MAX_VARLONG_BYTES)
         if raw > _UINT64_MAX:
             self.fail(f"varlong ending at byte {self.pos} of the batch overflows 64 bits")
