@@ -2,20 +2,23 @@
 
 Every message hop and state change is one JSON object per line with the common fields
 `schema`, `ts_ms`, `event` (and, from actors, `broker`, `actor`, `trace_id`, `span_id`,
-`parent_span_id`, `msg_type`, `mailbox_ms`). Rendering goes through orjson into a binary
-stream; loggers are cached on first use. With tracing off, hot paths skip building events
-altogether (`is_enabled()`).
+`parent_span_id`, `msg_type`, `mailbox_ms`). Rendering goes through orjson; loggers are cached
+on first use. structlog's configuration never changes after the first `configure`: where events
+go and whether they are written are looked up per event, so a logger cached by a module at
+import follows every later `configure`. With tracing off, hot paths skip building events
+altogether (`is_enabled()`), and anything else is dropped before rendering.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import random
 import sys
 import threading
 from collections.abc import MutableMapping
 from pathlib import Path
-from typing import IO, Any, BinaryIO, cast
+from typing import IO, Any
 
 import orjson
 import structlog
@@ -36,6 +39,7 @@ class _TracingState:
         self.clock: Clock = SystemClock()
         self.sink: IO[bytes] | None = None
         self.owned_sink = False
+        self.configured = False
 
 
 _state = _TracingState()
@@ -51,6 +55,37 @@ def new_id() -> str:
     return f"{_ids.getrandbits(64):016x}"
 
 
+class _JsonLinesLogger:
+    """structlog's final logger: writes each rendered event as one line to the current sink.
+
+    Writes are serialised (every actor thread logs) and buffered by the sink: `flush()` or
+    `close()` pushes them out, as does exit.
+    """
+
+    def msg(self, message: bytes) -> None:
+        with _state.lock:
+            sink = _state.sink
+            if sink is not None:
+                sink.write(message + b"\n")
+
+    log = debug = info = warn = warning = error = critical = exception = fatal = msg
+
+
+_LOGGER = _JsonLinesLogger()
+
+
+def _logger_factory(*_args: Any) -> _JsonLinesLogger:
+    return _LOGGER
+
+
+def _drop_when_disabled(
+    _logger: object, _method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    if not _state.enabled:
+        raise structlog.DropEvent
+    return event_dict
+
+
 def _add_common_fields(
     _logger: object, _method: str, event_dict: MutableMapping[str, Any]
 ) -> MutableMapping[str, Any]:
@@ -60,7 +95,27 @@ def _add_common_fields(
 
 
 def _render(_logger: object, _method: str, event_dict: MutableMapping[str, Any]) -> bytes:
-    return orjson.dumps(event_dict, default=repr)  # BytesLogger adds the newline
+    return orjson.dumps(event_dict, default=repr)
+
+
+def _configure_structlog_once() -> None:
+    if structlog.is_configured() and structlog.get_config()["logger_factory"] is _logger_factory:
+        return
+    structlog.configure(
+        processors=[
+            _drop_when_disabled,
+            structlog.processors.add_log_level,
+            _add_common_fields,
+            structlog.processors.format_exc_info,
+            _render,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
+        logger_factory=_logger_factory,
+        cache_logger_on_first_use=True,
+    )
+    if not _state.configured:
+        _state.configured = True
+        atexit.register(flush)
 
 
 def configure(
@@ -72,8 +127,8 @@ def configure(
 ) -> None:
     """Send events as JSON lines to `path` (appended) or a binary `stream` (default: stderr).
 
-    `enabled=False` switches tracing off: events are dropped before they are built.
-    `clock` stamps `ts_ms` on events that do not carry their own.
+    `enabled=False` switches tracing off. `clock` stamps `ts_ms` on events that carry none
+    (default: the system clock).
     """
     state = _state
     with state.lock:
@@ -87,49 +142,47 @@ def configure(
         else:
             state.sink = stream if stream is not None else sys.stderr.buffer
         state.enabled = enabled
-        if clock is not None:
-            state.clock = clock
-        level = logging.DEBUG if enabled else logging.CRITICAL + 10
-        structlog.configure(
-            processors=[
-                structlog.processors.add_log_level,
-                _add_common_fields,
-                structlog.processors.format_exc_info,
-                _render,
-            ],
-            wrapper_class=structlog.make_filtering_bound_logger(level),
-            logger_factory=structlog.BytesLoggerFactory(cast(BinaryIO, state.sink)),
-            cache_logger_on_first_use=True,
-        )
+        state.clock = clock if clock is not None else SystemClock()
+        _configure_structlog_once()
     _route_pykka_logging()
 
 
 def disable() -> None:
-    """Switch tracing off (events are dropped before they are built)."""
-    configure(stream=_state.sink if _state.sink is not None else sys.stderr.buffer, enabled=False)
+    """Switch tracing off: events are dropped before they are built or rendered."""
+    _configure_structlog_once()
+    _state.enabled = False
+
+
+def enable() -> None:
+    """Switch tracing back on, to the sink configured last."""
+    _configure_structlog_once()
+    _state.enabled = True
 
 
 def flush() -> None:
-    """Push buffered events to their file."""
+    """Push buffered events to their stream or file."""
     with _state.lock:
-        if _state.sink is not None:
+        if _state.sink is not None and not _state.sink.closed:
             _state.sink.flush()
 
 
 def close() -> None:
-    """Flush and close an event file opened by `configure(path=...)`."""
+    """Flush, and close an event file opened by `configure(path=...)`; later events are
+    dropped until the next `configure`."""
     state = _state
     with state.lock:
         if state.sink is not None:
-            state.sink.flush()
+            if not state.sink.closed:
+                state.sink.flush()
             if state.owned_sink:
                 state.sink.close()
-                state.sink = None
-                state.owned_sink = False
+            state.sink = None
+            state.owned_sink = False
 
 
 def get_logger(name: str) -> Any:
-    """A structlog logger (cached after its first event)."""
+    """A structlog logger (cached after its first event; it follows every `configure`)."""
+    _configure_structlog_once()
     return structlog.get_logger(name)
 
 

@@ -22,7 +22,10 @@ def message(cls: type[T]) -> type[T]:
     data_cls = dataclasses.dataclass(frozen=True, slots=True, kw_only=True)(cls)
     name = data_cls.__name__
     existing = _REGISTRY.get(name)
-    if existing is not None and existing.__qualname__ != data_cls.__qualname__:
+    if existing is not None and (existing.__module__, existing.__qualname__) != (
+        data_cls.__module__,
+        data_cls.__qualname__,
+    ):
         raise TypeError(f"two message types are named {name}: {existing} and {data_cls}")
     _REGISTRY[name] = data_cls
     return data_cls

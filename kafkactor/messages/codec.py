@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import threading
 import typing
 from typing import Any
 
@@ -17,6 +18,10 @@ import msgpack
 from kafkactor.messages.base import registered_types
 
 _MESSAGE_EXT = 1
+# Messages nest (an Envelope holds a request that may hold a spec); real ones are a few levels
+# deep. Each level is a nested msgpack call on the C stack, so depth is bounded both ways.
+MAX_DEPTH = 64
+_depth = threading.local()
 
 
 class EncodeError(TypeError):
@@ -51,8 +56,25 @@ def _default(value: object) -> object:
     if dataclasses.is_dataclass(value) and registered_types().get(cls.__name__) is cls:
         names, _ = _fields(cls)
         body = [cls.__name__, {name: getattr(value, name) for name in names}]
-        return msgpack.ExtType(_MESSAGE_EXT, _pack(body))
+        with _nesting(EncodeError):
+            return msgpack.ExtType(_MESSAGE_EXT, _pack(body))
     raise EncodeError(f"cannot encode {value!r} ({cls.__name__}) inside a message")
+
+
+class _nesting:  # noqa: N801 - used as a context manager
+    """Count message nesting on this thread; deeper than MAX_DEPTH raises `error`."""
+
+    def __init__(self, error: type[Exception]) -> None:
+        self.error = error
+
+    def __enter__(self) -> None:
+        depth = getattr(_depth, "value", 0) + 1
+        if depth > MAX_DEPTH:
+            raise self.error(f"messages nested deeper than {MAX_DEPTH} levels")
+        _depth.value = depth
+
+    def __exit__(self, *exc: object) -> None:
+        _depth.value -= 1
 
 
 def _pack(value: object) -> bytes:
@@ -68,7 +90,22 @@ def _pack(value: object) -> bytes:
 def _ext_hook(code: int, data: bytes) -> object:
     if code != _MESSAGE_EXT:
         raise DecodeError(f"unknown msgpack extension code {code}")
-    body = _unpack(data)
+    with _nesting(DecodeError):
+        return _message_from(_unpack(data))
+
+
+def _holds_foreign_value(value: object) -> bool:
+    """msgpack decodes its own timestamp extension without asking us: refuse it in fields."""
+    if isinstance(value, msgpack.Timestamp):
+        return True
+    if isinstance(value, tuple):
+        return any(_holds_foreign_value(item) for item in value)
+    if isinstance(value, dict):
+        return any(_holds_foreign_value(k) or _holds_foreign_value(v) for k, v in value.items())
+    return False
+
+
+def _message_from(body: object) -> object:
     if not (isinstance(body, tuple) and len(body) == 2 and isinstance(body[0], str)):
         raise DecodeError("a message must be [type name, fields]")
     name, fields = body
@@ -78,6 +115,8 @@ def _ext_hook(code: int, data: bytes) -> object:
     if not isinstance(fields, dict):
         raise DecodeError(f"{name}: fields must be a map")
     names, enums = _fields(cls)
+    if any(_holds_foreign_value(value) for value in fields.values()):
+        raise DecodeError(f"{name}: a field holds a msgpack timestamp, which no message carries")
     if set(fields) != set(names):
         missing = sorted(set(names) - set(fields))
         extra = sorted(str(key) for key in set(fields) - set(names))
