@@ -83,6 +83,37 @@ class TracedActor(pykka.ThreadingActor):
 
     def on_stop(self) -> None:
         self.directory.unregister(self.address, self.actor_ref)
+        self._answer_queued_requests()
+
+    def _answer_queued_requests(self) -> None:
+        """Answer every request still in the mailbox: Pykka's teardown drops queued tells.
+
+        Requests get ErrorResponse(BROKER_NOT_AVAILABLE); Pykka asks get ActorDeadError. Sends
+        that come after this fail at the sender (the actor is unregistered and stopping).
+        """
+        inbox = self.actor_inbox
+        while not inbox.empty():  # this thread is the inbox's only consumer
+            item = inbox.get()
+            message = getattr(item, "message", item)
+            payload = message.payload if isinstance(message, Envelope) else message
+            if isinstance(payload, Request) and payload.reply_to:
+                trace = (
+                    TraceContext(message.trace_id, message.span_id)
+                    if isinstance(message, Envelope)
+                    else None
+                )
+                self.reply(
+                    payload,
+                    ErrorResponse(
+                        error_code=ErrorCode.BROKER_NOT_AVAILABLE,
+                        message=f"{self.address} stopped before handling the request",
+                    ),
+                    trace=trace,
+                )
+            reply_to = getattr(item, "reply_to", None)
+            if reply_to is not None:
+                dead = pykka.ActorDeadError(f"{self.address} stopped")
+                reply_to.set_exception((type(dead), dead, None))
 
     def on_failure(self, exception_type: Any, exception_value: Any, traceback: Any) -> None:
         self.directory.unregister(self.address, self.actor_ref)

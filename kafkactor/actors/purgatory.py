@@ -291,6 +291,15 @@ class PurgatoryActor(TracedActor):
     @handles(DelayOperation)
     def _on_delay(self, request: DelayOperation) -> None:
         factory = self.operation_types.get(type(request.operation))
+        if not request.keys:
+            self.reply(
+                request,
+                ErrorResponse(
+                    error_code=ErrorCode.INVALID_REQUEST,
+                    message="a delayed operation must watch at least one key",
+                ),
+            )
+            return
         if factory is None:
             self.reply(
                 request,
@@ -320,6 +329,7 @@ class PurgatoryActor(TracedActor):
     def _on_key_changed(self, event: KeyChanged) -> None:
         self.values[event.key] = event.value
         completed = self.purgatory.check_and_complete(event.key)
+        self.purgatory.maybe_purge()
         if completed and tracing.is_enabled():
             _log.info(
                 "purgatory.complete",
