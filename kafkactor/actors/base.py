@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import queue
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
@@ -75,6 +76,11 @@ class TracedActor(pykka.ThreadingActor):
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.broker = broker
         self._current: Envelope | None = None
+
+    @staticmethod
+    def _create_actor_inbox() -> pykka._actor.ActorInbox:
+        # queue.SimpleQueue (C) instead of Pykka's queue.Queue: about 1.2 us less per hop.
+        return queue.SimpleQueue()
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -238,8 +244,9 @@ class TracedActor(pykka.ThreadingActor):
         self, request: Request, response: Response, *, trace: TraceContext | None = None
     ) -> bool:
         """Send `response` (given the request's correlation id) to the request's `reply_to`."""
-        matched = dataclasses.replace(response, correlation_id=request.correlation_id)
-        return self.send(request.reply_to, matched, trace=trace)
+        if response.correlation_id != request.correlation_id:
+            response = dataclasses.replace(response, correlation_id=request.correlation_id)
+        return self.send(request.reply_to, response, trace=trace)
 
 
 class UnhandledMessageError(TypeError):

@@ -251,7 +251,13 @@ class DelayedAwaitValue(RequestOperation):
         return self.force_complete() if self.satisfied() else False
 
     def on_complete(self) -> None:
-        self.respond(OperationResult(operation_id=self.operation_id, expired=not self.satisfied()))
+        self.respond(
+            OperationResult(
+                correlation_id=self.request.correlation_id,
+                operation_id=self.operation_id,
+                expired=not self.satisfied(),
+            )
+        )
 
 
 OperationFactory = Callable[["PurgatoryActor", DelayOperation], RequestOperation]
@@ -322,7 +328,7 @@ class PurgatoryActor(TracedActor):
                 operation_id=operation.operation_id,
                 keys=list(request.keys),
                 delayed=self.purgatory.num_delayed,
-                watched=self.purgatory.watched,
+                watched_keys=self.purgatory.keys,  # O(1); `watched` walks every list
             )
 
     @handles(KeyChanged)
