@@ -116,6 +116,9 @@ from kafkactor.messages import Envelope
 from kafkactor.messages.purgatory import AwaitValue, DelayOperation, KeyChanged, OperationResult
 from kafkactor.timer import ManualClock, SystemClock, Timer, TimerTask
 
+# The actors' mailbox: queue.SimpleQueue (TracedActor) or Pykka's default queue.Queue.
+Mailbox = queue.Queue[Any] | queue.SimpleQueue[Any]
+
 TIMEOUT_MS = 200
 P75_Z = 0.674490  # the 75th percentile point of N(0, 1)
 PURGATORY = "broker/1/purgatory/produce"
@@ -402,7 +405,9 @@ class System:
             "reaper": next(t for t in started if t.name.startswith("ReaperActor")),
         }
         inbox = self.purgatory_ref.actor_inbox
-        self.inbox: queue.Queue[Any] | None = inbox if isinstance(inbox, queue.Queue) else None
+        self.inbox: Mailbox | None = (
+            inbox if isinstance(inbox, queue.Queue | queue.SimpleQueue) else None
+        )
 
     def mailbox_depth(self) -> int:
         return self.inbox.qsize() if self.inbox is not None else -1
@@ -913,7 +918,7 @@ class FunctionCost:
 
 HOT_FUNCTIONS = (
     ("_actor_loop_running", "pykka actor loop (everything on the actor thread)"),
-    ("get", "queue.Queue.get (mailbox, actor side)"),
+    ("get", "mailbox get (actor side)"),
     ("_handle_receive", "pykka _handle_receive"),
     ("on_receive", "TracedActor.on_receive"),
     ("_dispatch", "TracedActor._dispatch"),
@@ -989,7 +994,7 @@ class StageCost:
     note: str = ""
 
 
-def drain(inbox: queue.Queue[Any], actor: PurgatoryActor) -> int:
+def drain(inbox: Mailbox, actor: PurgatoryActor) -> int:
     """Handle every message in an unstarted actor's mailbox on this thread."""
     handled = 0
     while True:
@@ -1055,18 +1060,18 @@ def sync_hot_path(ops: int, seed: int, *, trace: bool, sink: TraceSink) -> SyncR
 
 COMPLETED_STAGES = (
     ("Client.request -> Directory.tell -> mailbox put", "generator"),
-    ("mailbox get (queue.Queue.get_nowait)", "actor"),
+    ("mailbox get (get_nowait)", "actor"),
     ("on_receive(DelayOperation): dispatch, new op, try_complete_else_watch, Timer.add", "actor"),
     ("KeyChanged: Directory.tell -> mailbox put", "completer"),
-    ("mailbox get (queue.Queue.get_nowait)", "actor"),
+    ("mailbox get (get_nowait)", "actor"),
     ("on_receive(KeyChanged): check_and_complete, cancel, reply -> Client -> Future", "actor"),
 )
 EXPIRED_STAGES = (
     ("Client.request -> Directory.tell -> mailbox put", "generator"),
-    ("mailbox get (queue.Queue.get_nowait)", "actor"),
+    ("mailbox get (get_nowait)", "actor"),
     ("on_receive(DelayOperation): dispatch, new op, try_complete_else_watch, Timer.add", "actor"),
     ("Timer.advance_clock: ExpirationDelivery -> Envelope -> mailbox put", "reaper"),
-    ("mailbox get (queue.Queue.get_nowait)", "actor"),
+    ("mailbox get (get_nowait)", "actor"),
     ("on_receive(OperationExpired): expire, reply -> Client -> Future", "actor"),
 )
 
@@ -1093,8 +1098,8 @@ class SyncPath:
         )
         self.actor = PurgatoryActor(PURGATORY, self.directory, self.timer, self.clock, BROKER)
         inbox = self.actor.actor_inbox
-        assert isinstance(inbox, queue.Queue)
-        self.inbox: queue.Queue[Any] = inbox
+        assert isinstance(inbox, queue.Queue | queue.SimpleQueue)
+        self.inbox: Mailbox = inbox
         self.directory.register(PURGATORY, self.actor.actor_ref)
         self.client = Client("sync", self.directory, self.clock)
         self.recorders = (Recorder(self.completing.n), Recorder(self.expiring.n))
