@@ -1269,8 +1269,8 @@ def micro_pieces(n: int) -> list[StageCost]:
 
     ref = actor.actor_ref
     actor_inbox = actor.actor_inbox
-    assert isinstance(actor_inbox, queue.Queue)
-    inbox: queue.Queue[Any] = actor_inbox
+    assert isinstance(actor_inbox, queue.Queue | queue.SimpleQueue)
+    inbox: Mailbox = actor_inbox
 
     def actor_tell_get() -> None:
         ref.tell(1)
@@ -1309,7 +1309,7 @@ def micro_pieces(n: int) -> list[StageCost]:
         micro("DelayedAwaitValue(actor, request) (2 Locks, id)", new_operation, n),
         micro("concurrent.futures.Future() alone", Future, n),
         micro("Future(): add_done_callback + set_result", future_roundtrip, n),
-        micro("queue.Queue put + get_nowait (pykka's ThreadingActor inbox)", queue_put_get, n),
+        micro("queue.Queue put + get_nowait (Pykka default inbox)", queue_put_get, n),
         micro("queue.SimpleQueue put + get_nowait (C; fits pykka's ActorInbox)", simple_put_get, n),
         micro(
             "ActorRef.tell + inbox get_nowait (pykka's is_alive, Envelope, put)", actor_tell_get, n
