@@ -219,7 +219,6 @@ class Scheduler:
             if next_due <= now:  # ran late: skip the periods already missed
                 next_due += ((now - next_due) // task.period_ms + 1) * task.period_ms
             task.due_ms = next_due
-            task.delay_ms = next_due - now
         self._timer.add_at(task, next_due)  # absolute: a clock move since `now` changes nothing
         with self._lock:
             stopped = not self._keeps(task)

@@ -85,11 +85,7 @@ class Timer:
     def add(self, task: TimerTask) -> None:
         """Schedule `task` to run `task.delay_ms` from now (now or in the past: run at once)."""
         now = self._clock.now_ms()
-        expiration = now + task.delay_ms
-        with self._lock:
-            entry = TimerTaskEntry(task, expiration)
-            if expiration <= now or not self._wheel.add(entry):
-                self._run_unless_cancelled(entry)
+        self._insert(task, now + task.delay_ms, now)
 
     def add_at(self, task: TimerTask, expiration_ms: int) -> None:
         """Schedule `task` to run at the absolute time `expiration_ms` on the timer's clock.
@@ -97,11 +93,12 @@ class Timer:
         Periodic schedules use this so that time passing while they re-plan cannot push their
         grid back.
         """
-        expiration = expiration_ms
-        now = self._clock.now_ms()
+        self._insert(task, expiration_ms, self._clock.now_ms())
+
+    def _insert(self, task: TimerTask, expiration_ms: int, now_ms: int) -> None:
         with self._lock:
-            entry = TimerTaskEntry(task, expiration)
-            if expiration <= now or not self._wheel.add(entry):
+            entry = TimerTaskEntry(task, expiration_ms)
+            if expiration_ms <= now_ms or not self._wheel.add(entry):
                 self._run_unless_cancelled(entry)
 
     def advance_clock(self, timeout_ms: int) -> bool:
