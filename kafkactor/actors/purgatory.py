@@ -85,10 +85,16 @@ class DelayedOperation(TimerTask):
         finally:
             self._try_lock.release()
 
+    def expire(self) -> bool:
+        """The timeout: complete (unless already done), then `on_expiration`; True if it did."""
+        if not self.force_complete():
+            return False
+        self.on_expiration()
+        return True
+
     def run(self) -> None:
-        """The timeout (when the timer runs the task inline): complete, then expire."""
-        if self.force_complete():
-            self.on_expiration()
+        """The timeout, when the timer runs the task inline."""
+        self.expire()
 
 
 class Purgatory:
@@ -174,9 +180,7 @@ class Purgatory:
         operation = self._delayed.get(operation_id)
         if operation is None:
             return False
-        expired = operation.force_complete()
-        if expired:
-            operation.on_expiration()
+        expired = operation.expire()
         self.maybe_purge()
         return expired
 
