@@ -1459,3 +1459,22 @@ def test_a_negative_max_bytes_is_a_value_error(log_dir: Path, clock: ManualClock
     with pytest.raises(ValueError, match="max_bytes"):
         log.read(0, -1)
     log.close()
+
+
+def test_offset_metadata_locates_an_offset_and_clamps_at_the_log_end(
+    log_dir: Path, clock: ManualClock
+) -> None:
+    log = open_log(log_dir, clock)
+    for _ in range(40):  # several segments of 3-record batches
+        append_records(log, 3)
+    assert log.num_segments > 2
+    second = log.segments[1]
+    inside = second.base_offset + 4  # in the segment's second batch
+    metadata = log.offset_metadata(inside)
+    assert metadata.offset == inside
+    assert metadata.segment_base_offset == second.base_offset
+    assert metadata.position == second.find_batch(inside).position  # type: ignore[union-attr]
+    assert metadata.position > 0
+    assert log.offset_metadata(log.log_end_offset) == log.log_end_offset_metadata
+    assert log.offset_metadata(10**9) == log.log_end_offset_metadata
+    log.close()
