@@ -1072,7 +1072,7 @@ EXPIRED_STAGES = (
     ("on_receive(DelayOperation): dispatch, new op, try_complete_else_watch, Timer.add", "actor"),
     ("Timer.advance_clock: ExpirationDelivery -> Envelope -> mailbox put", "reaper"),
     ("mailbox get (get_nowait)", "actor"),
-    ("on_receive(OperationExpired): expire, reply -> Client -> Future", "actor"),
+    ("on_receive(OperationsExpired): expire, reply -> Client -> Future", "actor"),
 )
 
 
@@ -1093,9 +1093,8 @@ class SyncPath:
         self.expiring = build_plan(CASES[0], 1000.0, half / 1000, seed, key_prefix="expire-")
         self.clock = ManualClock(0)
         self.directory = Directory()
-        self.timer = Timer(
-            self.clock, executor=ExpirationDelivery(self.directory, REAPER, self.clock, BROKER)
-        )
+        self.delivery = ExpirationDelivery(self.directory, REAPER, self.clock, BROKER)
+        self.timer = Timer(self.clock, executor=self.delivery)
         self.actor = PurgatoryActor(PURGATORY, self.directory, self.timer, self.clock, BROKER)
         inbox = self.actor.actor_inbox
         assert isinstance(inbox, queue.Queue | queue.SimpleQueue)
@@ -1133,8 +1132,9 @@ class SyncPath:
 
     def expire(self) -> None:
         self.clock.advance(TIMEOUT_MS + 1)
-        while self.timer.advance_clock(0):
-            pass
+        with self.delivery.batch():  # as the Reaper advances the timer
+            while self.timer.advance_clock(0):
+                pass
 
     def run(self) -> None:
         perf = time.perf_counter_ns

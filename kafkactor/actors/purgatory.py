@@ -16,8 +16,8 @@ from kafkactor.messages.purgatory import (
     CancelForKey,
     DelayOperation,
     KeyChanged,
-    OperationExpired,
     OperationResult,
+    OperationsExpired,
 )
 from kafkactor.timer import Clock, Timer, TimerTask
 
@@ -177,10 +177,17 @@ class Purgatory:
 
     def expire(self, operation_id: int) -> bool:
         """The timeout of `operation_id` fired: complete and expire it, unless already done."""
-        operation = self._delayed.get(operation_id)
-        if operation is None:
-            return False
-        expired = operation.expire()
+        return bool(self.expire_all((operation_id,)))
+
+    def expire_all(self, operation_ids: Iterable[int]) -> list[DelayedOperation]:
+        """The timeouts of these operations fired: the ones this call expired (others were
+        already done or are not this purgatory's)."""
+        expired = []
+        delayed = self._delayed
+        for operation_id in operation_ids:
+            operation = delayed.get(operation_id)
+            if operation is not None and operation.expire():
+                expired.append(operation)
         self.maybe_purge()
         return expired
 
@@ -273,7 +280,7 @@ class PurgatoryActor(TracedActor):
     `DelayOperation` requests create operations of the type registered for their spec
     (`register_operation`: the replication layer adds DelayedProduce / DelayedFetch);
     `KeyChanged` events update the value a key holds here and re-check its watchers;
-    `OperationExpired` comes from the Reaper; on stop every pending caller is answered
+    `OperationsExpired` comes from the Reaper; on stop every pending caller is answered
     (BROKER_NOT_AVAILABLE), so no request hangs.
     """
 
@@ -357,18 +364,23 @@ class PurgatoryActor(TracedActor):
             if isinstance(operation, RequestOperation):
                 operation.abort(ErrorCode.NOT_LEADER_FOR_PARTITION, f"{event.key} cancelled")
 
-    @handles(OperationExpired)
-    def _on_expired(self, event: OperationExpired) -> None:
-        expired = self.purgatory.expire(event.operation_id)
+    @handles(OperationsExpired)
+    def _on_expired(self, event: OperationsExpired) -> None:
+        expired = self.purgatory.expire_all(event.operation_ids)
         if expired and tracing.is_enabled():
-            _log.info(
-                "purgatory.expire",
-                actor=self.address,
-                broker=self.broker,
-                purgatory=self.purgatory.name,
-                operation_id=event.operation_id,
-                delayed=self.purgatory.num_delayed,
-            )
+            delayed = self.purgatory.num_delayed
+            for operation in expired:
+                trace = operation.trace
+                _log.info(
+                    "purgatory.expire",
+                    actor=self.address,
+                    broker=self.broker,
+                    purgatory=self.purgatory.name,
+                    operation_id=operation.operation_id,
+                    trace_id=trace.trace_id if trace is not None else "",
+                    parent_span_id=trace.parent_span_id if trace is not None else "",
+                    delayed=delayed,
+                )
 
     def on_stop(self) -> None:
         for operation in self.purgatory.pending():

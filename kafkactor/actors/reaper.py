@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from kafkactor import tracing
@@ -9,7 +12,7 @@ from kafkactor.actors.base import TracedActor
 from kafkactor.actors.directory import Directory
 from kafkactor.actors.hops import log_send, new_envelope
 from kafkactor.actors.purgatory import DelayedOperation
-from kafkactor.messages.purgatory import OperationExpired
+from kafkactor.messages.purgatory import OperationsExpired
 from kafkactor.timer import Clock, ManualClock, SystemClock, Timer, TimerTask, run_inline
 
 # Kafka's ExpirationReaper polls the timer with a 200 ms timeout.
@@ -17,9 +20,16 @@ REAPER_POLL_MS = 200
 
 
 class ExpirationDelivery:
-    """The shared timer's executor: an expired `DelayedOperation` goes to its owning purgatory
-    as an `OperationExpired` message, in the trace of the request that created it; any other
-    task runs inline."""
+    """The shared timer's executor: expired `DelayedOperation`s go to their owning purgatory as
+    `OperationsExpired` messages; any other task runs inline.
+
+    Inside `batch()` (the Reaper wraps each advance of the timer in one) the expirations of
+    one owner are gathered and sent as one message when the batch ends, so a burst of timeouts
+    costs one mailbox hop per purgatory. A lone expiration travels in the trace of the request
+    that created it; a batch starts a trace of its own, and the purgatory logs each expiry with
+    its operation's trace. Expirations outside a batch, or from another thread (a timer `add`
+    of an already-expired operation), are sent at once.
+    """
 
     def __init__(
         self, directory: Directory, address: str, clock: Clock, broker: int | None
@@ -28,22 +38,50 @@ class ExpirationDelivery:
         self.address = address
         self.clock = clock
         self.broker = broker
+        self._batch: dict[str, list[DelayedOperation]] | None = None
+        self._batch_thread = 0
 
     def __call__(self, task: TimerTask) -> None:
         if not isinstance(task, DelayedOperation) or not task.owner:
             run_inline(task)
             return
-        trace = task.trace
+        batch = self._batch
+        if batch is not None and self._batch_thread == threading.get_ident():
+            owned = batch.get(task.owner)
+            if owned is None:
+                batch[task.owner] = [task]
+            else:
+                owned.append(task)
+            return
+        self._send(task.owner, [task])
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Gather this thread's expirations until the block ends, then send one per owner."""
+        if self._batch is not None:  # nested: the outer batch sends
+            yield
+            return
+        self._batch = {}
+        self._batch_thread = threading.get_ident()
+        try:
+            yield
+        finally:
+            batch, self._batch, self._batch_thread = self._batch, None, 0
+            for owner, operations in batch.items():
+                self._send(owner, operations)
+
+    def _send(self, owner: str, operations: list[DelayedOperation]) -> None:
+        trace = operations[0].trace if len(operations) == 1 else None
         envelope = new_envelope(
-            OperationExpired(operation_id=task.operation_id),
+            OperationsExpired(operation_ids=tuple(op.operation_id for op in operations)),
             sender=self.address,
             sent_ms=self.clock.now_ms(),
             trace_id=trace.trace_id if trace is not None else tracing.new_id(),
             parent_span_id=trace.parent_span_id if trace is not None else "",
         )
         if tracing.is_enabled():
-            log_send(envelope, to=task.owner, broker=self.broker)
-        self.directory.tell(task.owner, envelope)
+            log_send(envelope, to=owner, broker=self.broker)
+        self.directory.tell(owner, envelope)
 
 
 class _Tick:
@@ -73,6 +111,8 @@ class ReaperActor(TracedActor):
         self.timer = timer
         self.poll_ms = poll_ms
         self._manual = isinstance(self.clock, ManualClock)
+        executor = timer.executor
+        self._delivery = executor if isinstance(executor, ExpirationDelivery) else None
 
     def on_start(self) -> None:
         super().on_start()
@@ -95,12 +135,17 @@ class ReaperActor(TracedActor):
             return None
         return super().on_receive(message)
 
+    def _batch(self) -> AbstractContextManager[None]:
+        return self._delivery.batch() if self._delivery is not None else nullcontext()
+
     def _tick(self) -> None:
         timer = self.timer
         if self._manual:
-            while timer.advance_clock(0):
-                pass
+            with self._batch():
+                while timer.advance_clock(0):
+                    pass
             return
-        timer.advance_clock(self.poll_ms)
+        with self._batch():
+            timer.advance_clock(self.poll_ms)
         if not timer.is_shutdown:
             self.actor_ref.tell(_Tick())

@@ -34,10 +34,14 @@ class CancelForKey:
 
 
 @message
-class OperationExpired:
-    """The Reaper's timer expired operation `operation_id` of the receiving purgatory."""
+class OperationsExpired:
+    """The Reaper's timer expired these operations of the receiving purgatory.
 
-    operation_id: int = 0
+    One message carries every operation of one owner that expired in one advance of the
+    timer, so a burst of timeouts costs one mailbox hop, not one per operation.
+    """
+
+    operation_ids: tuple[int, ...] = ()
 
 
 @message

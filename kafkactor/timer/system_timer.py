@@ -68,6 +68,11 @@ class Timer:
         return self._clock
 
     @property
+    def executor(self) -> TaskExecutor:
+        """What runs expired tasks (given at construction; `run_inline` by default)."""
+        return self._executor
+
+    @property
     def wheel(self) -> TimingWheel:
         """The finest wheel (level 0); its `levels()` lists every level created so far."""
         return self._wheel

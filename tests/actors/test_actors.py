@@ -31,7 +31,7 @@ from kafkactor import tracing
 from kafkactor.actors.base import TracedActor, handles
 from kafkactor.actors.client import Client, RequestTimeoutError
 from kafkactor.actors.directory import Directory
-from kafkactor.actors.purgatory import Purgatory, PurgatoryActor
+from kafkactor.actors.purgatory import DelayedOperation, Purgatory, PurgatoryActor
 from kafkactor.actors.reaper import ExpirationDelivery, ReaperActor
 from kafkactor.messages import Envelope, ErrorCode, ErrorResponse, Request, Response
 from kafkactor.messages.purgatory import AwaitValue, DelayOperation, KeyChanged, OperationResult
@@ -573,6 +573,83 @@ def test_operations_expire_in_the_order_of_their_timeouts(system: System) -> Non
     assert all(result(f).expired for f in futures.values())
 
 
+def test_timeouts_due_in_one_advance_reach_the_purgatory_in_one_message(
+    system: System, events: EventLog
+) -> None:
+    futures = [system.delay(f"idle-{i}", timeout_ms=100) for i in range(5)]
+    lone = system.delay("lone", timeout_ms=300)
+    system.settle()
+
+    system.advance(100)  # five timeouts in one advance of the timer: one hop
+    assert all(result(f).expired for f in futures)
+    batches = events.named("msg.recv", actor=PURGATORY, msg_type="OperationsExpired")
+    assert len(batches) == 1
+    expiries = events.named("purgatory.expire", actor=PURGATORY)
+    assert len(expiries) == 5
+    # each expiry is logged in the trace of the request that created it
+    request_traces = {
+        e["trace_id"] for e in events.named("msg.recv", actor=PURGATORY, msg_type="DelayOperation")
+    }
+    assert {e["trace_id"] for e in expiries} <= request_traces
+    assert len({e["trace_id"] for e in expiries}) == 5
+
+    system.advance(200)  # a lone timeout travels in its request's own trace
+    assert result(lone).expired is True
+    lone_trace = events.named("msg.recv", msg_type="DelayOperation")[-1]["trace_id"]
+    lone_batch = events.named("msg.recv", actor=PURGATORY, msg_type="OperationsExpired")[-1]
+    assert lone_batch["trace_id"] == lone_trace
+    assert system.client.pending == 0
+
+
+class Inbox:
+    """A mailbox that keeps what it is told."""
+
+    def __init__(self) -> None:
+        self.messages: list[Any] = []
+
+    def tell(self, message: Any) -> None:
+        self.messages.append(message)
+
+    def expired_ids(self) -> list[tuple[int, ...]]:
+        return [m.payload.operation_ids for m in self.messages]
+
+
+class Idle(DelayedOperation):
+    def try_complete(self) -> bool:
+        return False
+
+    def on_complete(self) -> None:
+        pass
+
+
+def test_expirations_are_gathered_per_owner_only_on_the_batching_thread(
+    directory: Directory,
+) -> None:
+    clock = ManualClock(0)
+    delivery = ExpirationDelivery(directory, REAPER, clock, 1)
+    inboxes = {"broker/1/produce": Inbox(), "broker/1/fetch": Inbox()}
+    for address, inbox in inboxes.items():
+        directory.register(address, inbox)
+    ops = [Idle(10) for _ in range(4)]
+    for op, owner in zip(ops, ["broker/1/produce", "broker/1/fetch"] * 2, strict=True):
+        op.owner = owner
+    produce, fetch = inboxes["broker/1/produce"], inboxes["broker/1/fetch"]
+
+    delivery(ops[0])  # outside a batch: sent at once
+    assert produce.expired_ids() == [(ops[0].operation_id,)]
+
+    with delivery.batch():
+        delivery(ops[1])
+        delivery(ops[2])
+        other = threading.Thread(target=delivery, args=(ops[3],))  # e.g. an add that expired
+        other.start()
+        other.join(WAIT_S)
+        assert fetch.expired_ids() == [(ops[3].operation_id,)]  # not held by this batch
+        assert len(produce.messages) == 1  # the batch is held until it ends
+    assert produce.expired_ids() == [(ops[0].operation_id,), (ops[2].operation_id,)]
+    assert fetch.expired_ids() == [(ops[3].operation_id,), (ops[1].operation_id,)]
+
+
 def test_an_expiration_after_completion_does_nothing(system: System) -> None:
     future = system.delay("k", at_least=3, timeout_ms=200)
     system.settle()
@@ -600,7 +677,7 @@ def test_completion_and_expiration_queued_together_answer_once(
     if first == "completion":
         system.key_changed("k", 1)
     system.manual_clock.advance(200)
-    system.reaper.proxy().poll_ms.get(timeout=WAIT_S)  # OperationExpired has been sent
+    system.reaper.proxy().poll_ms.get(timeout=WAIT_S)  # OperationsExpired has been sent
     if first == "expiration":
         system.key_changed("k", 1)
     assert not future.done()

@@ -236,7 +236,7 @@ def test_expire_by_id_completes_and_expires_a_pending_operation_once(h: Harness)
     op = h.op(200)
     h.watch(op, "k")
 
-    assert h.purgatory.expire(op.operation_id) is True  # the actor's path (OperationExpired)
+    assert h.purgatory.expire(op.operation_id) is True  # the actor's path (OperationsExpired)
     assert op.calls == ["complete", "expire"]
     assert h.purgatory.num_delayed == 0
     assert h.timer.size == 0

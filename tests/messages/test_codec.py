@@ -170,7 +170,7 @@ def test_registry_holds_the_base_and_purgatory_types() -> None:
         "DelayOperation",
         "KeyChanged",
         "CancelForKey",
-        "OperationExpired",
+        "OperationsExpired",
         "AwaitValue",
         "OperationResult",
     }
