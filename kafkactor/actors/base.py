@@ -248,6 +248,23 @@ class TracedActor(pykka.ThreadingActor):
             response = dataclasses.replace(response, correlation_id=request.correlation_id)
         return self.send(request.reply_to, response, trace=trace)
 
+    def log_event(self, event: str, *, trace: TraceContext | None = None, **fields: Any) -> None:
+        """Log a state-change event (e.g. `partition.isr_shrink`) in the current trace.
+
+        Callers on hot paths check `tracing.is_enabled()` first, to skip building `fields`.
+        """
+        if not tracing.is_enabled():
+            return
+        context = trace if trace is not None else self.trace_context
+        _log.info(
+            event,
+            actor=self.address,
+            broker=self.broker,
+            trace_id=context.trace_id if context is not None else "",
+            parent_span_id=context.parent_span_id if context is not None else "",
+            **fields,
+        )
+
 
 class UnhandledMessageError(TypeError):
     """An actor received a message type it has no handler for."""

@@ -44,6 +44,22 @@ class Client:
         """Send `request` to `address`; the Future holds the Response (or ErrorResponse)."""
         return self._send(address, request)[1]
 
+    def tell_request(self, address: str, request: R) -> bool:
+        """Send `request` expecting no response (e.g. acks=0 produce); False if undeliverable."""
+        stamped = dataclasses.replace(
+            request, reply_to=self.address, correlation_id=next(self._ids)
+        )
+        envelope = new_envelope(
+            stamped,
+            sender=self.address,
+            sent_ms=self.clock.now_ms(),
+            trace_id=tracing.new_id(),
+            parent_span_id="",
+        )
+        if tracing.is_enabled():
+            log_send(envelope, to=address, broker=None)
+        return self.directory.tell(address, envelope)
+
     def _send(self, address: str, request: R) -> tuple[int, Future[Any]]:
         correlation_id = next(self._ids)
         stamped = dataclasses.replace(request, reply_to=self.address, correlation_id=correlation_id)

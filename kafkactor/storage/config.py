@@ -24,6 +24,7 @@ class LogConfig:
     flush_interval_messages: int | None = None  # flush.messages: flush after this many records
     flush_interval_ms: int | None = None  # flush.ms: the LogManager flushes logs older than this
     file_delete_delay_ms: int = 60_000  # file.delete.delay.ms: how long .deleted files linger
+    min_insync_replicas: int = 1  # min.insync.replicas: ISR size an acks=-1 produce needs
 
     def __post_init__(self) -> None:
         if self.segment_bytes < 1:
@@ -38,5 +39,7 @@ class LogConfig:
             raise ValueError(f"max_message_bytes must be positive, got {self.max_message_bytes}")
         if self.flush_interval_messages is not None and self.flush_interval_messages < 1:
             raise ValueError("flush_interval_messages must be positive or None")
+        if self.min_insync_replicas < 1:
+            raise ValueError(f"min_insync_replicas must be >= 1: {self.min_insync_replicas}")
         if self.flush_interval_ms is not None and self.flush_interval_ms < 0:
             raise ValueError("flush_interval_ms must be >= 0 or None")

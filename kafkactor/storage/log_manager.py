@@ -143,6 +143,24 @@ class LogManager:
             self._logs.clear()
             self._release_directory_lock()
 
+    def crash(self) -> None:
+        """Stop as a killed process would: no flush, no checkpoint, no clean-shutdown marker.
+
+        The periodic jobs stop and the files are closed (what was written stays, as in the
+        page cache of a crashed process); the next `startup()` recovers from the recovery
+        points.
+        """
+        with self._lock:
+            if self._lock_fd is None:
+                return
+            for task in self._tasks:
+                task.cancel()
+            self._tasks = []
+            for log in self._logs.values():
+                log.close()
+            self._logs.clear()
+            self._release_directory_lock()
+
     def _acquire_directory_lock(self) -> None:
         fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
         try:

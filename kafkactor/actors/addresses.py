@@ -1,0 +1,33 @@
+"""The address of every actor of a broker (DESIGN.md: actors are named by address strings)."""
+
+from __future__ import annotations
+
+
+def broker_prefix(broker: int) -> str:
+    return f"broker/{broker}"
+
+
+def replica_manager(broker: int) -> str:
+    return f"broker/{broker}/replica-manager"
+
+
+def partition(broker: int, key: str) -> str:
+    """A partition replica's actor; `key` is `<topic>-<partition>`."""
+    return f"broker/{broker}/partition/{key}"
+
+
+def produce_purgatory(broker: int) -> str:
+    return f"broker/{broker}/purgatory/produce"
+
+
+def fetch_purgatory(broker: int) -> str:
+    return f"broker/{broker}/purgatory/fetch"
+
+
+def reaper(broker: int) -> str:
+    return f"broker/{broker}/reaper"
+
+
+def fetcher(broker: int, leader: int) -> str:
+    """The fetcher on `broker` that replicates from `leader`."""
+    return f"broker/{broker}/fetcher/{leader}"

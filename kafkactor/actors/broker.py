@@ -1,0 +1,194 @@
+"""One broker: its timer and Reaper, purgatories, replica manager, log manager and scheduler."""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pykka
+
+from kafkactor.actors import addresses
+from kafkactor.actors.delayed import ReplicaPurgatoryActor
+from kafkactor.actors.directory import Directory
+from kafkactor.actors.high_watermarks import HighWatermarks
+from kafkactor.actors.reaper import REAPER_POLL_MS, ExpirationDelivery, ReaperActor
+from kafkactor.actors.replica_manager import ReplicaManagerActor, ReplicaManagerConfig
+from kafkactor.storage import Log, LogConfig, LogManager, LogManagerConfig
+from kafkactor.timer import Clock, Scheduler, SystemClock, Timer
+from kafkactor.tracing import get_logger
+
+_log = get_logger("kafkactor.broker")
+
+STOP_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerConfig:
+    """A broker's settings: replication, logs, timer, and purgatory purge intervals."""
+
+    replica: ReplicaManagerConfig = field(default_factory=ReplicaManagerConfig)
+    log_manager: LogManagerConfig = field(default_factory=LogManagerConfig)
+    timer_tick_ms: int = 1
+    timer_wheel_size: int = 20
+    reaper_poll_ms: int = REAPER_POLL_MS
+    producer_purgatory_purge_interval: int = 1000  # producer.purgatory.purge.interval.requests
+    fetch_purgatory_purge_interval: int = 1000  # fetch.purgatory.purge.interval.requests
+
+
+class Broker:
+    """A Kafka broker in this process: its actors, on one shared `Directory`.
+
+    `start()` opens the data dir (its `LogManager` recovers the logs when the last stop was
+    not clean), loads the high-watermark checkpoint and starts, in order, the Reaper driving
+    the broker's shared `Timer`, the produce and fetch purgatories, and the replica manager
+    (which starts partition and fetcher actors as the controller assigns replicas).
+    `shutdown()` stops them in reverse order, then checkpoints high watermarks and flushes the
+    logs (a clean shutdown); `kill()` stops them as a crash would: no flush, no checkpoint, so
+    the next start recovers.
+    """
+
+    def __init__(
+        self,
+        broker_id: int,
+        data_dir: Path,
+        directory: Directory,
+        *,
+        clock: Clock | None = None,
+        config: BrokerConfig | None = None,
+        topic_configs: MutableMapping[str, LogConfig] | None = None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.data_dir = Path(data_dir)
+        self.directory = directory
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.config = config if config is not None else BrokerConfig()
+        self.topic_configs: MutableMapping[str, LogConfig] = (
+            topic_configs if topic_configs is not None else {}
+        )
+        self.scheduler = Scheduler(self.clock, thread_name_prefix=f"broker-{broker_id}-scheduler")
+        self.log_manager = LogManager(
+            self.data_dir,
+            self.scheduler,
+            self.config.log_manager,
+            self.clock,
+            dict(self.topic_configs),
+        )
+        self.high_watermarks = HighWatermarks(self.data_dir)
+        self.delivery = ExpirationDelivery(
+            directory, addresses.reaper(broker_id), self.clock, broker_id
+        )
+        self.timer = Timer(
+            self.clock,
+            tick_ms=self.config.timer_tick_ms,
+            wheel_size=self.config.timer_wheel_size,
+            executor=self.delivery,
+        )
+        self.logs: dict[str, Log] = {}
+        self.refs: list[pykka.ActorRef[Any]] = []
+        self.alive = False
+
+    @property
+    def replica_manager_address(self) -> str:
+        return addresses.replica_manager(self.broker_id)
+
+    def start(self) -> Broker:
+        broker = self.broker_id
+        self.scheduler.startup()
+        self.log_manager.startup()
+        self.high_watermarks.load()
+        directory, clock = self.directory, self.clock
+        self.refs = [
+            ReaperActor.start(
+                addresses.reaper(broker),
+                directory,
+                self.timer,
+                clock,
+                broker,
+                poll_ms=self.config.reaper_poll_ms,
+            ),
+            ReplicaPurgatoryActor.start(
+                addresses.produce_purgatory(broker),
+                directory,
+                self.timer,
+                clock,
+                broker,
+                name="Produce",
+                purge_interval=self.config.producer_purgatory_purge_interval,
+            ),
+            ReplicaPurgatoryActor.start(
+                addresses.fetch_purgatory(broker),
+                directory,
+                self.timer,
+                clock,
+                broker,
+                name="Fetch",
+                purge_interval=self.config.fetch_purgatory_purge_interval,
+                logs=self.logs,
+            ),
+            ReplicaManagerActor.start(
+                addresses.replica_manager(broker),
+                directory,
+                clock,
+                broker,
+                log_manager=self.log_manager,
+                high_watermarks=self.high_watermarks,
+                timer=self.timer,
+                scheduler=self.scheduler,
+                topic_configs=self.topic_configs,
+                logs=self.logs,
+                config=self.config.replica,
+            ),
+        ]
+        for ref, address in zip(
+            self.refs,
+            [
+                addresses.reaper(broker),
+                addresses.produce_purgatory(broker),
+                addresses.fetch_purgatory(broker),
+                addresses.replica_manager(broker),
+            ],
+            strict=True,
+        ):
+            directory.register(address, ref)  # reachable as soon as start() returns
+        self.alive = True
+        _log.info(
+            "broker.start",
+            broker=broker,
+            data_dir=str(self.data_dir),
+            clean_shutdown=self.log_manager.had_clean_shutdown,
+        )
+        return self
+
+    def _stop_actors(self) -> None:
+        self.timer.shutdown()  # the Reaper's wait ends at once
+        for ref in reversed(self.refs):  # replica manager first: it stops its partitions
+            if ref.is_alive():
+                ref.stop(block=True, timeout=STOP_TIMEOUT_S)
+        self.refs = []
+        self.scheduler.shutdown()
+
+    def shutdown(self) -> None:
+        """A clean stop: actors stopped, HWs checkpointed, logs flushed and closed."""
+        if not self.alive:
+            return
+        self.alive = False
+        self._stop_actors()
+        self.high_watermarks.checkpoint()
+        self.log_manager.shutdown()
+        _log.info("broker.stop", broker=self.broker_id)
+
+    def kill(self) -> None:
+        """A crash: actors stopped, nothing flushed or checkpointed."""
+        if not self.alive:
+            return
+        self.alive = False
+        self._stop_actors()
+        self.log_manager.crash()
+        _log.info("broker.crash", broker=self.broker_id)
+
+    def actor_count(self) -> int:
+        """Live actors of this broker (every actor is a thread)."""
+        prefix = addresses.broker_prefix(self.broker_id) + "/"
+        return sum(1 for a in self.directory.addresses() if a.startswith(prefix))

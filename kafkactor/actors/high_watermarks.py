@@ -1,0 +1,57 @@
+"""The high watermarks of a broker's partitions and their checkpoint file."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from kafkactor.storage.checkpoint import OffsetCheckpoint, TopicPartition
+
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+
+
+class HighWatermarks:
+    """Kafka's `highWatermarkCheckpoints`: the HW of every replica a broker holds, written to
+    `replication-offset-checkpoint` in its data dir.
+
+    Each PartitionActor records its own partition's HW here whenever it moves (a dict write
+    under a lock, no message hop); the replica manager checkpoints the lot periodically and
+    at a clean shutdown. A restarted broker starts each replica from its checkpointed HW.
+    """
+
+    def __init__(self, data_dir: Path) -> None:
+        self._checkpoint = OffsetCheckpoint(Path(data_dir) / REPLICATION_OFFSET_CHECKPOINT)
+        self._lock = threading.Lock()
+        self._offsets: dict[TopicPartition, int] = {}
+        self._loaded: dict[TopicPartition, int] = {}
+
+    def load(self) -> dict[TopicPartition, int]:
+        """Read the checkpoint (empty when there is none); `initial` answers from it."""
+        self._loaded = self._checkpoint.read()
+        return dict(self._loaded)
+
+    def initial(self, tp: TopicPartition) -> int:
+        """The HW a replica starts from: its checkpointed value, else 0."""
+        return self._loaded.get(tp, 0)
+
+    def update(self, tp: TopicPartition, high_watermark: int) -> None:
+        with self._lock:
+            self._offsets[tp] = high_watermark
+
+    def remove(self, tp: TopicPartition) -> None:
+        with self._lock:
+            self._offsets.pop(tp, None)
+            self._loaded.pop(tp, None)
+
+    def get(self, tp: TopicPartition) -> int | None:
+        with self._lock:
+            return self._offsets.get(tp)
+
+    def checkpoint(self) -> dict[TopicPartition, int]:
+        """Write every known HW (atomically: temp file, fsync, rename); returns what it wrote.
+
+        Replicas loaded from the file but not yet served keep their checkpointed value."""
+        with self._lock:
+            offsets = {**self._loaded, **self._offsets}
+        self._checkpoint.write(offsets)
+        return offsets

@@ -1,0 +1,194 @@
+"""The pure core of a partition replica: leader, ISR, log end offsets and the high watermark."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kafkactor.messages import ErrorCode
+from kafkactor.messages.replication import NO_LEADER, PartitionLeaderState
+
+UNKNOWN_OFFSET = -1  # a remote replica's log end offset before its first fetch
+
+
+@dataclass(slots=True)
+class FollowerProgress:
+    """What the leader knows of one follower (Kafka's remote `Replica`)."""
+
+    log_end_offset: int = UNKNOWN_OFFSET
+    last_caught_up_ms: int = 0
+    last_fetch_leader_leo: int = UNKNOWN_OFFSET  # the leader's LEO at the previous fetch
+    last_fetch_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerFetchOutcome:
+    """What a follower's fetch changed on the leader."""
+
+    high_watermark_advanced: bool = False
+    isr_expanded: bool = False
+
+
+class PartitionState:
+    """Kafka's `Partition` bookkeeping for one replica, without threads, clocks or a log.
+
+    Holds the assigned replicas, ISR, leader and leader epoch (from the controller's
+    LeaderAndIsr), and on the leader the log end offset of every follower as learnt from its
+    fetches. The high watermark is the minimum log end offset over the ISR and never moves
+    back on a leader; a follower's is min(leader HW, own LEO). A follower that has not caught
+    up for `replica_lag_time_max_ms` leaves the ISR; one whose LEO reaches the HW rejoins.
+    Times and the local log end offset are passed in, so tests drive it deterministically.
+
+    "Caught up" follows Kafka's later rule (KAFKA-2496's successor): a fetch at or past the
+    leader's current LEO is caught up now; a fetch at or past the LEO the leader had at the
+    follower's previous fetch was caught up at that previous fetch. Under steady load a
+    follower is therefore never dropped merely because new records keep arriving.
+    """
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        local_broker: int,
+        *,
+        replica_lag_time_max_ms: int = 10_000,
+        min_insync_replicas: int = 1,
+        high_watermark: int = 0,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.local_broker = local_broker
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.min_insync_replicas = min_insync_replicas
+        self.high_watermark = high_watermark
+        self.leader = NO_LEADER
+        self.leader_epoch = -1
+        self.controller_epoch = -1
+        self.zk_version = 0
+        self.assigned_replicas: tuple[int, ...] = ()
+        self.isr: tuple[int, ...] = ()
+        self.followers: dict[int, FollowerProgress] = {}
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader == self.local_broker
+
+    # -- controller decisions ------------------------------------------------------------------
+
+    def accepts(self, state: PartitionLeaderState) -> bool:
+        """Whether `state` is newer than what this replica has applied (its leader epoch)."""
+        return state.leader_epoch > self.leader_epoch
+
+    def make_leader(self, state: PartitionLeaderState, now_ms: int, log_end_offset: int) -> None:
+        """Become leader: every follower's position is unknown until it fetches; ISR members
+        count as caught up now, so none is dropped before it had a chance to fetch."""
+        self._apply(state)
+        self.followers = {
+            replica: FollowerProgress(last_caught_up_ms=now_ms, last_fetch_ms=now_ms)
+            for replica in self.assigned_replicas
+            if replica != self.local_broker
+        }
+        self.high_watermark = min(self.high_watermark, log_end_offset)
+        self.maybe_increment_high_watermark(log_end_offset)
+
+    def make_follower(self, state: PartitionLeaderState, log_end_offset: int) -> None:
+        """Follow `state.leader`; the caller truncates the log to the high watermark."""
+        self._apply(state)
+        self.followers = {}
+        self.high_watermark = min(self.high_watermark, log_end_offset)
+
+    def _apply(self, state: PartitionLeaderState) -> None:
+        self.leader = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.controller_epoch = state.controller_epoch
+        self.zk_version = state.zk_version
+        self.assigned_replicas = tuple(state.replicas)
+        self.isr = tuple(state.isr)
+
+    def stop(self) -> None:
+        """This replica no longer serves the partition (StopReplica)."""
+        self.leader = NO_LEADER
+        self.isr = ()
+        self.followers = {}
+
+    # -- the leader's view -----------------------------------------------------------------------
+
+    def append_error(self, acks: int) -> ErrorCode:
+        """Why a leader append must be refused (NONE when it may go ahead)."""
+        if not self.is_leader:
+            return ErrorCode.NOT_LEADER_FOR_PARTITION
+        if acks == -1 and len(self.isr) < self.min_insync_replicas:
+            return ErrorCode.NOT_ENOUGH_REPLICAS
+        return ErrorCode.NONE
+
+    def update_follower(
+        self, replica: int, fetch_offset: int, leader_log_end: int, now_ms: int
+    ) -> FollowerFetchOutcome:
+        """A follower fetched from `fetch_offset`: its LEO; maybe the ISR and the HW move."""
+        progress = self.followers.get(replica)
+        if not self.is_leader or progress is None:
+            return FollowerFetchOutcome()
+        progress.log_end_offset = fetch_offset
+        if fetch_offset >= leader_log_end:
+            progress.last_caught_up_ms = now_ms
+        elif fetch_offset >= progress.last_fetch_leader_leo >= 0:
+            progress.last_caught_up_ms = max(progress.last_caught_up_ms, progress.last_fetch_ms)
+        progress.last_fetch_leader_leo = leader_log_end
+        progress.last_fetch_ms = now_ms
+        expanded = False
+        if replica not in self.isr and fetch_offset >= self.high_watermark:
+            self.isr = (*self.isr, replica)
+            expanded = True
+        advanced = self.maybe_increment_high_watermark(leader_log_end)
+        return FollowerFetchOutcome(high_watermark_advanced=advanced, isr_expanded=expanded)
+
+    def maybe_increment_high_watermark(self, leader_log_end: int) -> bool:
+        """HW = min LEO over the ISR (the leader's own included); it only moves forward."""
+        if not self.is_leader:
+            return False
+        new_hw = leader_log_end
+        for replica in self.isr:
+            if replica == self.local_broker:
+                continue
+            progress = self.followers.get(replica)
+            offset = progress.log_end_offset if progress is not None else UNKNOWN_OFFSET
+            if offset < 0:  # not heard from since this leader took over: HW waits
+                return False
+            new_hw = min(new_hw, offset)
+        if new_hw > self.high_watermark:
+            self.high_watermark = new_hw
+            return True
+        return False
+
+    def out_of_sync_replicas(self, now_ms: int) -> tuple[int, ...]:
+        """ISR followers that have not caught up for longer than `replica_lag_time_max_ms`."""
+        if not self.is_leader:
+            return ()
+        lagging = []
+        for replica in self.isr:
+            progress = self.followers.get(replica)
+            if replica == self.local_broker or progress is None:
+                continue
+            if now_ms - progress.last_caught_up_ms > self.replica_lag_time_max_ms:
+                lagging.append(replica)
+        return tuple(lagging)
+
+    def maybe_shrink_isr(self, now_ms: int, leader_log_end: int) -> tuple[int, ...]:
+        """Drop the lagging followers from the ISR; the HW may then advance. Returns them."""
+        lagging = self.out_of_sync_replicas(now_ms)
+        if lagging:
+            self.isr = tuple(r for r in self.isr if r not in lagging)
+            self.maybe_increment_high_watermark(leader_log_end)
+        return lagging
+
+    def follower_log_end_offsets(self) -> dict[int, int]:
+        return {replica: p.log_end_offset for replica, p in self.followers.items()}
+
+    # -- the follower's view ---------------------------------------------------------------------
+
+    def update_follower_high_watermark(self, leader_high_watermark: int, log_end: int) -> bool:
+        """A follower's HW: min(leader HW, own LEO). Returns whether it changed."""
+        new_hw = min(leader_high_watermark, log_end)
+        if new_hw != self.high_watermark:
+            self.high_watermark = new_hw
+            return True
+        return False

@@ -1,0 +1,665 @@
+"""A broker's ReplicaManager: the front door of produce, fetch and the controller's requests."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pykka
+
+from kafkactor.actors import addresses
+from kafkactor.actors.base import TraceContext, TracedActor, handles
+from kafkactor.actors.directory import Directory
+from kafkactor.actors.fetcher import ReplicaFetcherActor
+from kafkactor.actors.high_watermarks import HighWatermarks
+from kafkactor.actors.partition import PartitionActor
+from kafkactor.actors.partition_state import PartitionState
+from kafkactor.messages import ErrorCode, Response
+from kafkactor.messages.purgatory import DelayOperation
+from kafkactor.messages.replication import (
+    AddFetcherPartitions,
+    AppendRecords,
+    AppendResult,
+    BecomeLeaderOrFollower,
+    FetcherPartition,
+    FetchPartitionData,
+    FetchRequest,
+    FetchResponse,
+    FetchSpec,
+    FollowerFetchPosition,
+    LeaderAndIsr,
+    LeaderAndIsrResponse,
+    MaybeShrinkIsr,
+    MetadataRequest,
+    MetadataResponse,
+    PartitionError,
+    PartitionLeaderState,
+    PartitionMetadata,
+    PartitionStateApplied,
+    ProducePartitionResult,
+    ProducePartitionStatus,
+    ProduceRequest,
+    ProduceResponse,
+    ProduceSpec,
+    RemoveFetcherPartitions,
+    StopPartition,
+    StopReplica,
+    StopReplicaResponse,
+    TopicMetadata,
+    TopicPartitionRef,
+    UpdateMetadata,
+    UpdateMetadataResponse,
+    partition_key,
+)
+from kafkactor.storage import Log, LogConfig, LogManager, TopicPartition
+from kafkactor.timer import Clock, Scheduler, Timer
+
+VALID_ACKS = (0, 1, -1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplicaManagerConfig:
+    """The broker's `replica.*` settings (Kafka's defaults)."""
+
+    replica_lag_time_max_ms: int = 10_000  # replica.lag.time.max.ms
+    replica_fetch_wait_max_ms: int = 500  # replica.fetch.wait.max.ms
+    replica_fetch_min_bytes: int = 1  # replica.fetch.min.bytes
+    replica_fetch_max_bytes: int = 1024 * 1024  # replica.fetch.max.bytes
+    replica_fetch_backoff_ms: int = 1000  # replica.fetch.backoff.ms
+    high_watermark_checkpoint_interval_ms: int = 5000  # replica.high.watermark.checkpoint...
+
+    def __post_init__(self) -> None:
+        # As Kafka checks: an idle follower's long poll must end (and the follower fetch
+        # again) before the leader would count it as lagging.
+        if self.replica_fetch_wait_max_ms >= self.replica_lag_time_max_ms:
+            raise ValueError(
+                f"replica_fetch_wait_max_ms ({self.replica_fetch_wait_max_ms}) must be less "
+                f"than replica_lag_time_max_ms ({self.replica_lag_time_max_ms})"
+            )
+        for name in (
+            "replica_fetch_max_bytes",
+            "replica_fetch_backoff_ms",
+            "high_watermark_checkpoint_interval_ms",
+            "replica_lag_time_max_ms",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+
+
+@dataclass(slots=True)
+class LocalReplica:
+    """A partition replica this broker holds: its actor and what the RM knows of it."""
+
+    topic: str
+    partition: int
+    address: str
+    ref: pykka.ActorRef[Any]
+    log: Log
+    is_leader: bool = False
+    leader: int = -1
+    leader_epoch: int = -1
+
+
+@dataclass(slots=True)
+class Gather:
+    """Responses to a fan-out of sub-requests, and what to do when the last one arrives."""
+
+    waiting: int
+    on_done: Callable[[dict[str, Response]], None]
+    responses: dict[str, Response] = field(default_factory=dict)
+
+
+class ReplicaManagerActor(TracedActor):
+    """Kafka's `ReplicaManager` for one broker, as an actor.
+
+    - **Produce** (acks 0, 1 or -1; any other value is INVALID_REQUIRED_ACKS): each partition's
+      batches go to its `PartitionActor`; acks=1 answers when the appends are done, acks=0
+      never answers, acks=-1 hands a `DelayedProduce` to the produce purgatory, which answers
+      the producer itself.
+    - **Fetch**: a follower's fetch first tells each partition where the follower is (its log
+      end); then every fetch becomes a `DelayedFetch` in the fetch purgatory, which answers.
+    - **Controller requests**: `LeaderAndIsr` creates partition actors and logs as needed and
+      makes each replica leader or follower (a follower's fetcher is started or moved);
+      `StopReplica` stops (and maybe deletes) replicas; `UpdateMetadata` fills the metadata
+      cache that answers `MetadataRequest`. A request from an older controller epoch is
+      rejected with STALE_CONTROLLER_EPOCH.
+    - Periodically it asks its leader partitions to shrink their ISR and checkpoints the high
+      watermarks.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        directory: Directory,
+        clock: Clock,
+        broker: int,
+        *,
+        log_manager: LogManager,
+        high_watermarks: HighWatermarks,
+        timer: Timer,
+        scheduler: Scheduler,
+        topic_configs: MutableMapping[str, LogConfig],
+        logs: MutableMapping[str, Log],
+        config: ReplicaManagerConfig | None = None,
+    ) -> None:
+        super().__init__(address, directory, clock, broker)
+        self.broker_id = broker
+        self.log_manager = log_manager
+        self.high_watermarks = high_watermarks
+        self.timer = timer
+        self.scheduler = scheduler
+        self.topic_configs = topic_configs
+        self.logs = logs
+        self.config = config if config is not None else ReplicaManagerConfig()
+        self.controller_epoch = -1
+        self.replicas: dict[str, LocalReplica] = {}
+        self.fetchers: dict[int, pykka.ActorRef[Any]] = {}
+        self.fetcher_of: dict[str, int] = {}
+        self.metadata: dict[str, dict[int, PartitionLeaderState]] = {}
+        self.live_brokers: tuple[int, ...] = ()
+        self._ids = itertools.count(1)
+        self._gathers: dict[int, tuple[Gather, str]] = {}
+        self._jobs: list[Any] = []
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def on_start(self) -> None:
+        super().on_start()
+        lag = self.config.replica_lag_time_max_ms
+        checkpoint_every = self.config.high_watermark_checkpoint_interval_ms
+        self._jobs = [
+            self.scheduler.schedule(
+                "isr-expiration",
+                lambda: self.directory.tell(self.address, MaybeShrinkIsr()),
+                delay_ms=max(1, lag // 2),
+                period_ms=max(1, lag // 2),
+            ),
+            self.scheduler.schedule(
+                "highwatermark-checkpoint",
+                self.high_watermarks.checkpoint,
+                delay_ms=checkpoint_every,
+                period_ms=checkpoint_every,
+            ),
+        ]
+
+    def on_stop(self) -> None:
+        for job in self._jobs:
+            job.cancel()
+        for ref in [*self.fetchers.values(), *(r.ref for r in self.replicas.values())]:
+            if ref.is_alive():
+                ref.stop(block=True, timeout=10)
+        super().on_stop()
+
+    # -- produce ---------------------------------------------------------------------------------
+
+    @handles(ProduceRequest)
+    def _on_produce(self, request: ProduceRequest) -> None:
+        if request.acks not in VALID_ACKS:
+            self._answer_produce(
+                request,
+                [
+                    ProducePartitionResult(
+                        topic=p.topic,
+                        partition=p.partition,
+                        error_code=ErrorCode.INVALID_REQUIRED_ACKS,
+                    )
+                    for p in request.partitions
+                ],
+                force=True,
+            )
+            return
+        early: dict[str, ProducePartitionResult] = {}
+        appends: dict[str, tuple[LocalReplica, AppendRecords]] = {}
+        for part in request.partitions:
+            key = partition_key(part.topic, part.partition)
+            replica = self.replicas.get(key)
+            error = self._leader_error(part.topic, part.partition, replica)
+            if error is not ErrorCode.NONE or replica is None:
+                early[key] = ProducePartitionResult(
+                    topic=part.topic, partition=part.partition, error_code=error
+                )
+                continue
+            appends[key] = (
+                replica,
+                AppendRecords(
+                    topic=part.topic,
+                    partition=part.partition,
+                    records=part.records,
+                    acks=request.acks,
+                ),
+            )
+        if not appends:
+            self._answer_produce(request, [early[k] for k in early])
+            return
+        trace = self.trace_context
+
+        def appended(responses: dict[str, Response]) -> None:
+            self._appended(request, trace, early, responses)
+
+        self._fan_out(
+            {key: (replica.address, append) for key, (replica, append) in appends.items()},
+            appended,
+        )
+
+    def _appended(
+        self,
+        request: ProduceRequest,
+        trace: TraceContext | None,
+        early: dict[str, ProducePartitionResult],
+        responses: dict[str, Response],
+    ) -> None:
+        statuses: list[ProducePartitionStatus] = []
+        results: list[ProducePartitionResult] = []
+        waiting = False
+        for part in request.partitions:
+            key = partition_key(part.topic, part.partition)
+            if key in early:
+                result = early[key]
+                statuses.append(
+                    ProducePartitionStatus(
+                        topic=part.topic, partition=part.partition, error_code=result.error_code
+                    )
+                )
+                results.append(result)
+                continue
+            response = responses[key]
+            if isinstance(response, AppendResult) and response.error_code is ErrorCode.NONE:
+                waiting = True
+                statuses.append(
+                    ProducePartitionStatus(
+                        topic=part.topic,
+                        partition=part.partition,
+                        required_offset=response.last_offset + 1,
+                        base_offset=response.first_offset,
+                    )
+                )
+                results.append(
+                    ProducePartitionResult(
+                        topic=part.topic,
+                        partition=part.partition,
+                        base_offset=response.first_offset,
+                    )
+                )
+            else:
+                error = getattr(response, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR)
+                statuses.append(
+                    ProducePartitionStatus(
+                        topic=part.topic, partition=part.partition, error_code=error
+                    )
+                )
+                results.append(
+                    ProducePartitionResult(
+                        topic=part.topic, partition=part.partition, error_code=error
+                    )
+                )
+        if request.acks != -1 or not waiting:
+            self._answer_produce(request, results, trace=trace)
+            return
+        keys = tuple(
+            partition_key(s.topic, s.partition) for s in statuses if s.error_code is ErrorCode.NONE
+        )
+        self.send(
+            addresses.produce_purgatory(self.broker_id),
+            DelayOperation(
+                reply_to=request.reply_to,
+                correlation_id=request.correlation_id,
+                operation=ProduceSpec(partitions=tuple(statuses)),
+                keys=keys,
+                timeout_ms=max(0, request.timeout_ms),
+            ),
+        )
+
+    def _answer_produce(
+        self,
+        request: ProduceRequest,
+        results: list[ProducePartitionResult],
+        *,
+        trace: TraceContext | None = None,
+        force: bool = False,
+    ) -> None:
+        if request.acks == 0 and not force:
+            return  # acks=0: the producer expects no response
+        self.reply(request, ProduceResponse(partitions=tuple(results)), trace=trace)
+
+    def _leader_error(self, topic: str, partition: int, replica: LocalReplica | None) -> ErrorCode:
+        if replica is not None and replica.is_leader:
+            return ErrorCode.NONE
+        if replica is None and partition not in self.metadata.get(topic, {}):
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return ErrorCode.NOT_LEADER_FOR_PARTITION
+
+    # -- fetch -----------------------------------------------------------------------------------
+
+    @handles(FetchRequest)
+    def _on_fetch(self, request: FetchRequest) -> None:
+        if not request.partitions:
+            self.reply(request, FetchResponse())
+            return
+        if any(p.max_bytes < 0 for p in request.partitions):
+            self.reply(
+                request,
+                FetchResponse(
+                    partitions=tuple(
+                        FetchPartitionData(
+                            topic=p.topic,
+                            partition=p.partition,
+                            error_code=ErrorCode.INVALID_FETCH_SIZE,
+                        )
+                        for p in request.partitions
+                    )
+                ),
+            )
+            return
+        if request.replica_id >= 0:  # a follower: its fetch offset is its log end
+            for part in request.partitions:
+                replica = self.replicas.get(partition_key(part.topic, part.partition))
+                if replica is not None and replica.is_leader:
+                    self.send(
+                        replica.address,
+                        FollowerFetchPosition(
+                            topic=part.topic,
+                            partition=part.partition,
+                            replica_id=request.replica_id,
+                            fetch_offset=part.fetch_offset,
+                        ),
+                    )
+        self.send(
+            addresses.fetch_purgatory(self.broker_id),
+            DelayOperation(
+                reply_to=request.reply_to,
+                correlation_id=request.correlation_id,
+                operation=FetchSpec(
+                    replica_id=request.replica_id,
+                    min_bytes=request.min_bytes,
+                    partitions=request.partitions,
+                ),
+                keys=tuple(partition_key(p.topic, p.partition) for p in request.partitions),
+                timeout_ms=max(0, request.max_wait_ms),
+            ),
+        )
+
+    # -- metadata --------------------------------------------------------------------------------
+
+    @handles(MetadataRequest)
+    def _on_metadata(self, request: MetadataRequest) -> None:
+        names = request.topics or tuple(sorted(self.metadata))
+        topics = []
+        for name in names:
+            states = self.metadata.get(name)
+            if not states:
+                topics.append(
+                    TopicMetadata(topic=name, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                )
+                continue
+            partitions = tuple(
+                PartitionMetadata(
+                    partition=p,
+                    error_code=(
+                        ErrorCode.NONE
+                        if s.leader in self.live_brokers
+                        else ErrorCode.LEADER_NOT_AVAILABLE
+                    ),
+                    leader=s.leader if s.leader in self.live_brokers else -1,
+                    replicas=s.replicas,
+                    isr=s.isr,
+                )
+                for p, s in sorted(states.items())
+            )
+            topics.append(TopicMetadata(topic=name, partitions=partitions))
+        self.reply(request, MetadataResponse(brokers=self.live_brokers, topics=tuple(topics)))
+
+    @handles(UpdateMetadata)
+    def _on_update_metadata(self, request: UpdateMetadata) -> None:
+        if not self._fresh_controller(request.controller_epoch):
+            self.reply(request, UpdateMetadataResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH))
+            return
+        for state in request.partition_states:
+            self.metadata.setdefault(state.topic, {})[state.partition] = state
+        self.live_brokers = tuple(sorted(request.live_brokers))
+        self.reply(request, UpdateMetadataResponse())
+
+    def _fresh_controller(self, epoch: int) -> bool:
+        if epoch < self.controller_epoch:
+            self.log_event(
+                "replica_manager.stale_controller",
+                controller_epoch=epoch,
+                known_controller_epoch=self.controller_epoch,
+            )
+            return False
+        self.controller_epoch = epoch
+        return True
+
+    # -- controller: leader and ISR ----------------------------------------------------------------
+
+    @handles(LeaderAndIsr)
+    def _on_leader_and_isr(self, request: LeaderAndIsr) -> None:
+        if not self._fresh_controller(request.controller_epoch):
+            self.reply(request, LeaderAndIsrResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH))
+            return
+        errors: dict[str, ErrorCode] = {}
+        orders: dict[str, tuple[str, Any]] = {}
+        for state in request.partition_states:
+            key = partition_key(state.topic, state.partition)
+            if self.broker_id not in state.replicas:
+                errors[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            replica = self._replica(state.topic, state.partition)
+            if state.leader == self.broker_id:
+                self._remove_from_fetcher(key)  # a new leader stops fetching first
+            orders[key] = (replica.address, BecomeLeaderOrFollower(state=state))
+        states = {partition_key(s.topic, s.partition): s for s in request.partition_states}
+
+        def applied(responses: dict[str, Response]) -> None:
+            self._applied(request, states, errors, responses)
+
+        if not orders:
+            applied({})
+            return
+        self._fan_out(orders, applied)
+
+    def _applied(
+        self,
+        request: LeaderAndIsr,
+        states: dict[str, PartitionLeaderState],
+        errors: dict[str, ErrorCode],
+        responses: dict[str, Response],
+    ) -> None:
+        follow: dict[int, list[FetcherPartition]] = {}
+        for key, response in responses.items():
+            state = states[key]
+            replica = self.replicas[key]
+            if not isinstance(response, PartitionStateApplied):
+                errors[key] = getattr(response, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR)
+                continue
+            errors[key] = response.error_code
+            if response.error_code is not ErrorCode.NONE:
+                continue
+            replica.is_leader = response.is_leader
+            replica.leader = state.leader
+            replica.leader_epoch = state.leader_epoch
+            if not response.is_leader:
+                self._remove_from_fetcher(key)
+                if state.leader >= 0:
+                    follow.setdefault(state.leader, []).append(
+                        FetcherPartition(
+                            topic=state.topic,
+                            partition=state.partition,
+                            fetch_offset=response.log_end_offset,
+                            leader_epoch=state.leader_epoch,
+                        )
+                    )
+        for leader, partitions in follow.items():
+            self._fetcher(leader).tell(AddFetcherPartitions(partitions=tuple(partitions)))
+            for p in partitions:
+                self.fetcher_of[partition_key(p.topic, p.partition)] = leader
+        self.reply(
+            request,
+            LeaderAndIsrResponse(
+                partitions=tuple(
+                    PartitionError(topic=s.topic, partition=s.partition, error_code=errors[k])
+                    for k, s in states.items()
+                )
+            ),
+        )
+
+    def _replica(self, topic: str, partition: int) -> LocalReplica:
+        """The local replica's actor (started on first use) with its log (opened or created)."""
+        key = partition_key(topic, partition)
+        replica = self.replicas.get(key)
+        if replica is not None:
+            return replica
+        tp = TopicPartition(topic, partition)
+        log = self.log_manager.get_or_create_log(tp, self.topic_configs.get(topic))
+        state = PartitionState(
+            topic,
+            partition,
+            self.broker_id,
+            replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
+            min_insync_replicas=log.config.min_insync_replicas,
+            high_watermark=min(self.high_watermarks.initial(tp), log.log_end_offset),
+        )
+        address = addresses.partition(self.broker_id, key)
+        ref = PartitionActor.start(
+            address,
+            self.directory,
+            self.clock,
+            self.broker_id,
+            log=log,
+            state=state,
+            produce_purgatory=addresses.produce_purgatory(self.broker_id),
+            fetch_purgatory=addresses.fetch_purgatory(self.broker_id),
+            high_watermarks=self.high_watermarks,
+        )
+        self.directory.register(address, ref)  # at once: messages follow before it runs
+        replica = LocalReplica(topic=topic, partition=partition, address=address, ref=ref, log=log)
+        self.replicas[key] = replica
+        self.logs[key] = log
+        return replica
+
+    def _fetcher(self, leader: int) -> pykka.ActorRef[Any]:
+        ref = self.fetchers.get(leader)
+        if ref is None or not ref.is_alive():
+            address = addresses.fetcher(self.broker_id, leader)
+            ref = ReplicaFetcherActor.start(
+                address,
+                self.directory,
+                self.clock,
+                self.broker_id,
+                leader=leader,
+                timer=self.timer,
+                config=self.config,
+            )
+            self.directory.register(address, ref)
+            self.fetchers[leader] = ref
+        return ref
+
+    def _remove_from_fetcher(self, key: str) -> None:
+        leader = self.fetcher_of.pop(key, None)
+        if leader is None:
+            return
+        ref = self.fetchers.get(leader)
+        replica = self.replicas[key]
+        if ref is not None:
+            ref.tell(
+                RemoveFetcherPartitions(
+                    partitions=(
+                        TopicPartitionRef(topic=replica.topic, partition=replica.partition),
+                    )
+                )
+            )
+
+    # -- controller: stop replica ------------------------------------------------------------------
+
+    @handles(StopReplica)
+    def _on_stop_replica(self, request: StopReplica) -> None:
+        if not self._fresh_controller(request.controller_epoch):
+            self.reply(request, StopReplicaResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH))
+            return
+        orders: dict[str, tuple[str, Any]] = {}
+        for ref in request.partitions:
+            key = partition_key(ref.topic, ref.partition)
+            replica = self.replicas.get(key)
+            if replica is None:
+                continue
+            self._remove_from_fetcher(key)
+            orders[key] = (
+                replica.address,
+                StopPartition(
+                    topic=ref.topic, partition=ref.partition, delete=request.delete_partitions
+                ),
+            )
+
+        def stopped(_responses: dict[str, Response]) -> None:
+            for key in orders:
+                replica = self.replicas.pop(key)
+                self.logs.pop(key, None)
+                replica.ref.stop(block=False)
+                tp = TopicPartition(replica.topic, replica.partition)
+                if request.delete_partitions:
+                    self.high_watermarks.remove(tp)
+                    self.log_manager.delete_log(tp)
+            self.reply(
+                request,
+                StopReplicaResponse(
+                    partitions=tuple(
+                        PartitionError(topic=p.topic, partition=p.partition)
+                        for p in request.partitions
+                    )
+                ),
+            )
+
+        if not orders:
+            stopped({})
+            return
+        self._fan_out(orders, stopped)
+
+    # -- ISR expiration ----------------------------------------------------------------------------
+
+    @handles(MaybeShrinkIsr)
+    def _on_isr_expiration(self, event: MaybeShrinkIsr) -> None:
+        for replica in self.replicas.values():
+            if replica.is_leader:
+                self.send(replica.address, event)
+
+    # -- fan-out of sub-requests to partitions ----------------------------------------------------
+
+    def _fan_out(
+        self,
+        orders: dict[str, tuple[str, Any]],
+        on_done: Callable[[dict[str, Response]], None],
+    ) -> None:
+        """Send each keyed sub-request; `on_done` gets every response once the last arrives."""
+        gather = Gather(waiting=len(orders), on_done=on_done)
+        for key, (address, sub_request) in orders.items():
+            correlation_id = next(self._ids)
+            self._gathers[correlation_id] = (gather, key)
+            self.send(
+                address,
+                dataclasses.replace(
+                    sub_request, reply_to=self.address, correlation_id=correlation_id
+                ),
+            )
+
+    @handles(Response)
+    def _on_sub_response(self, response: Response) -> None:
+        entry = self._gathers.pop(response.correlation_id, None)
+        if entry is None:
+            return
+        gather, key = entry
+        gather.responses[key] = response
+        gather.waiting -= 1
+        if gather.waiting == 0:
+            gather.on_done(gather.responses)
+
+    # -- introspection for tests and tools ---------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "controller_epoch": self.controller_epoch,
+            "leaders": sorted(k for k, r in self.replicas.items() if r.is_leader),
+            "followers": sorted(k for k, r in self.replicas.items() if not r.is_leader),
+            "fetchers": sorted(self.fetchers),
+        }

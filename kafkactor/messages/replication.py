@@ -1,0 +1,434 @@
+"""The replication data path's messages: produce, fetch, metadata, controller requests, and the
+partition snapshots a partition publishes to its broker's purgatories."""
+
+from __future__ import annotations
+
+from kafkactor.messages.base import Request, Response, message
+from kafkactor.messages.errors import ErrorCode
+
+CONSUMER_REPLICA_ID = -1  # Kafka's replica id of a fetch from a consumer (not a follower)
+NO_LEADER = -1  # a partition without a leader
+
+
+def partition_key(topic: str, partition: int) -> str:
+    """The key a partition goes by in purgatories and addresses: `<topic>-<partition>`."""
+    return f"{topic}-{partition}"
+
+
+# -- produce -------------------------------------------------------------------------------------
+
+
+@message
+class ProducePartition:
+    """One partition's part of a produce request: record batches built by the producer."""
+
+    topic: str = ""
+    partition: int = 0
+    records: bytes = b""
+
+
+@message
+class ProduceRequest(Request):
+    """Kafka's ProduceRequest: `acks` is 0 (no response), 1 (the leader's append) or -1 (the
+    whole ISR); `timeout_ms` bounds the wait for acks=-1."""
+
+    acks: int = 1
+    timeout_ms: int = 30_000
+    partitions: tuple[ProducePartition, ...] = ()
+
+
+@message
+class ProducePartitionResult:
+    """How one partition of a produce request ended: an error code and the first offset."""
+
+    topic: str = ""
+    partition: int = 0
+    error_code: ErrorCode = ErrorCode.NONE
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+
+
+@message
+class ProduceResponse(Response):
+    """Kafka's ProduceResponse: one result per partition of the request."""
+
+    partitions: tuple[ProducePartitionResult, ...] = ()
+
+
+# -- fetch ---------------------------------------------------------------------------------------
+
+
+@message
+class FetchPartition:
+    """One partition's part of a fetch request: where to read from and at most how much."""
+
+    topic: str = ""
+    partition: int = 0
+    fetch_offset: int = 0
+    max_bytes: int = 1024 * 1024
+
+
+@message
+class FetchRequest(Request):
+    """Kafka's FetchRequest: `replica_id` is the follower broker's id, or -1 for a consumer
+    (which reads only up to the high watermark). The leader answers once `min_bytes` are
+    available or `max_wait_ms` has passed."""
+
+    replica_id: int = CONSUMER_REPLICA_ID
+    max_wait_ms: int = 500
+    min_bytes: int = 1
+    partitions: tuple[FetchPartition, ...] = ()
+
+
+@message
+class FetchPartitionData:
+    """One partition's part of a fetch response: whole record batches and the leader's HW."""
+
+    topic: str = ""
+    partition: int = 0
+    error_code: ErrorCode = ErrorCode.NONE
+    high_watermark: int = -1
+    log_end_offset: int = -1
+    log_start_offset: int = -1
+    records: bytes = b""
+
+
+@message
+class FetchResponse(Response):
+    """Kafka's FetchResponse."""
+
+    partitions: tuple[FetchPartitionData, ...] = ()
+
+
+# -- metadata ------------------------------------------------------------------------------------
+
+
+@message
+class MetadataRequest(Request):
+    """Which brokers are alive and who leads each partition of `topics` (all when empty)."""
+
+    topics: tuple[str, ...] = ()
+
+
+@message
+class PartitionMetadata:
+    """A partition as a broker's metadata cache knows it."""
+
+    partition: int = 0
+    error_code: ErrorCode = ErrorCode.NONE
+    leader: int = NO_LEADER
+    replicas: tuple[int, ...] = ()
+    isr: tuple[int, ...] = ()
+
+
+@message
+class TopicMetadata:
+    topic: str = ""
+    error_code: ErrorCode = ErrorCode.NONE
+    partitions: tuple[PartitionMetadata, ...] = ()
+
+
+@message
+class MetadataResponse(Response):
+    brokers: tuple[int, ...] = ()
+    topics: tuple[TopicMetadata, ...] = ()
+
+
+# -- controller requests -------------------------------------------------------------------------
+
+
+@message
+class PartitionLeaderState:
+    """Kafka's LeaderAndIsr partition state: leader, leader epoch, ISR and assigned replicas,
+    stamped with the epoch of the controller that decided it."""
+
+    topic: str = ""
+    partition: int = 0
+    controller_epoch: int = 0
+    leader: int = NO_LEADER
+    leader_epoch: int = 0
+    isr: tuple[int, ...] = ()
+    replicas: tuple[int, ...] = ()
+    zk_version: int = 0
+
+
+@message
+class TopicPartitionRef:
+    topic: str = ""
+    partition: int = 0
+
+
+@message
+class LeaderAndIsr(Request):
+    """The controller tells a broker to lead or follow these partitions."""
+
+    controller_id: int = 0
+    controller_epoch: int = 0
+    partition_states: tuple[PartitionLeaderState, ...] = ()
+
+
+@message
+class PartitionError:
+    topic: str = ""
+    partition: int = 0
+    error_code: ErrorCode = ErrorCode.NONE
+
+
+@message
+class LeaderAndIsrResponse(Response):
+    error_code: ErrorCode = ErrorCode.NONE
+    partitions: tuple[PartitionError, ...] = ()
+
+
+@message
+class StopReplica(Request):
+    """The controller tells a broker to stop serving these replicas (and delete them)."""
+
+    controller_id: int = 0
+    controller_epoch: int = 0
+    delete_partitions: bool = False
+    partitions: tuple[TopicPartitionRef, ...] = ()
+
+
+@message
+class StopReplicaResponse(Response):
+    error_code: ErrorCode = ErrorCode.NONE
+    partitions: tuple[PartitionError, ...] = ()
+
+
+@message
+class UpdateMetadata(Request):
+    """The controller's view of leaders, ISRs and live brokers, for the metadata cache."""
+
+    controller_id: int = 0
+    controller_epoch: int = 0
+    partition_states: tuple[PartitionLeaderState, ...] = ()
+    live_brokers: tuple[int, ...] = ()
+
+
+@message
+class UpdateMetadataResponse(Response):
+    error_code: ErrorCode = ErrorCode.NONE
+
+
+# -- between a replica manager, its partitions and its fetchers ----------------------------------
+
+
+@message
+class AppendRecords(Request):
+    """Append a producer's batches to a partition as its leader."""
+
+    topic: str = ""
+    partition: int = 0
+    records: bytes = b""
+    acks: int = 1
+
+
+@message
+class AppendResult(Response):
+    """What a leader append did: the offsets assigned, or why it failed."""
+
+    topic: str = ""
+    partition: int = 0
+    error_code: ErrorCode = ErrorCode.NONE
+    message: str = ""
+    first_offset: int = -1
+    last_offset: int = -1
+    append_time_ms: int = -1
+
+
+@message
+class BecomeLeaderOrFollower(Request):
+    """Apply a controller's partition state to one partition replica."""
+
+    state: PartitionLeaderState = PartitionLeaderState()
+
+
+@message
+class PartitionStateApplied(Response):
+    topic: str = ""
+    partition: int = 0
+    error_code: ErrorCode = ErrorCode.NONE
+    is_leader: bool = False
+    log_end_offset: int = 0
+    high_watermark: int = 0
+
+
+@message
+class FollowerFetchPosition:
+    """A follower fetched from `fetch_offset`: everything below it is on the follower's log."""
+
+    topic: str = ""
+    partition: int = 0
+    replica_id: int = 0
+    fetch_offset: int = 0
+
+
+@message
+class AppendAsFollower(Request):
+    """Append batches fetched from the leader, keeping their offsets."""
+
+    topic: str = ""
+    partition: int = 0
+    records: bytes = b""
+    leader_epoch: int = 0  # the epoch the fetcher followed: a stale one is refused
+    leader_high_watermark: int = 0
+    truncate_to: int = -1  # >= 0: first cut the log back to this offset (out of range)
+
+
+@message
+class FollowerAppended(Response):
+    topic: str = ""
+    partition: int = 0
+    error_code: ErrorCode = ErrorCode.NONE
+    message: str = ""
+    log_end_offset: int = 0
+
+
+@message
+class MaybeShrinkIsr:
+    """Time to drop followers that have not caught up for `replica.lag.time.max.ms`."""
+
+
+@message
+class StopPartition(Request):
+    """Stop serving this replica (StopReplica); its purgatory operations end."""
+
+    topic: str = ""
+    partition: int = 0
+    delete: bool = False
+
+
+# -- partition snapshots to the purgatories ------------------------------------------------------
+
+
+@message
+class OffsetPosition:
+    """Kafka's LogOffsetMetadata as a value: an offset, its segment, its byte position."""
+
+    offset: int = 0
+    segment_base_offset: int = 0
+    position: int = 0
+
+
+@message
+class PartitionSnapshot:
+    """A partition replica's state as its purgatories need it, at one moment.
+
+    `exists` is False once the replica stopped; `is_leader` says whether this broker leads it.
+    DelayedProduce reads the HW, ISR size and min ISR; DelayedFetch the HW and log end
+    positions.
+    """
+
+    key: str = ""
+    topic: str = ""
+    partition: int = 0
+    exists: bool = True
+    is_leader: bool = False
+    leader: int = NO_LEADER
+    leader_epoch: int = 0
+    isr: tuple[int, ...] = ()
+    min_insync_replicas: int = 1
+    log_start_offset: int = 0
+    high_watermark: OffsetPosition = OffsetPosition()
+    log_end: OffsetPosition = OffsetPosition()
+
+
+@message
+class LogEndOffsetAdvanced(PartitionSnapshot):
+    """The leader appended: follower fetches waiting on this partition may complete."""
+
+
+@message
+class HighWatermarkAdvanced(PartitionSnapshot):
+    """The HW moved (or the ISR changed): acks=-1 produces and consumer fetches may complete."""
+
+
+@message
+class LeadershipChanged(PartitionSnapshot):
+    """The replica became leader or follower, or stopped: waiting operations re-check."""
+
+
+# -- delayed operation specs ---------------------------------------------------------------------
+
+
+@message
+class ProducePartitionStatus:
+    """One partition of a delayed produce: the offset the ISR must reach, or an early error."""
+
+    topic: str = ""
+    partition: int = 0
+    required_offset: int = 0
+    base_offset: int = -1
+    error_code: ErrorCode = ErrorCode.NONE
+
+
+@message
+class ProduceSpec:
+    """A DelayedProduce: acks=-1 waits until every partition's HW passes its last offset."""
+
+    partitions: tuple[ProducePartitionStatus, ...] = ()
+    append_time_ms: int = -1
+
+
+@message
+class FetchSpec:
+    """A DelayedFetch: the fetch request, waiting for `min_bytes` or its max wait."""
+
+    replica_id: int = CONSUMER_REPLICA_ID
+    min_bytes: int = 1
+    partitions: tuple[FetchPartition, ...] = ()
+
+
+# -- replica fetchers ----------------------------------------------------------------------------
+
+
+@message
+class FetcherPartition:
+    """A partition a fetcher replicates: where its follower log ends, and the leader's epoch."""
+
+    topic: str = ""
+    partition: int = 0
+    fetch_offset: int = 0
+    leader_epoch: int = 0
+
+
+@message
+class AddFetcherPartitions:
+    partitions: tuple[FetcherPartition, ...] = ()
+
+
+@message
+class RemoveFetcherPartitions:
+    partitions: tuple[TopicPartitionRef, ...] = ()
+
+
+@message
+class FetchAgain:
+    """A fetcher's backoff has passed: fetch again."""
+
+
+# -- introspection -------------------------------------------------------------------------------
+
+
+@message
+class DescribePartition(Request):
+    """Ask a partition actor for its state (tests, tools, the CLI)."""
+
+
+@message
+class PartitionDescription(Response):
+    """A partition replica's state as its actor holds it."""
+
+    topic: str = ""
+    partition: int = 0
+    broker: int = 0
+    is_leader: bool = False
+    leader: int = NO_LEADER
+    leader_epoch: int = -1
+    isr: tuple[int, ...] = ()
+    replicas: tuple[int, ...] = ()
+    log_start_offset: int = 0
+    log_end_offset: int = 0
+    high_watermark: int = 0
+    follower_log_end_offsets: tuple[tuple[int, int], ...] = ()
