@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from kafkactor import __version__
 
@@ -15,6 +16,41 @@ def _cmd_version(_args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    from kafkactor.demo import run_demo
+
+    print(
+        f"kafkactor demo: 3 brokers in this process, a topic with RF 3 and min ISR 2, an "
+        f"acks=all and an acks=1 producer, a long-poll consumer; broker 3 crashes at "
+        f"{args.seconds / 3:.0f}s and comes back at {2 * args.seconds / 3:.0f}s",
+        flush=True,
+    )
+    result = run_demo(seconds=args.seconds, events_path=Path(args.events), batch=args.batch)
+    print()
+    for stats in result.producers:
+        name = "acks=all" if stats.acks == -1 else f"acks={stats.acks}"
+        errors = ", ".join(f"{code} x{n}" for code, n in stats.errors.most_common()) or "none"
+        print(
+            f"  {name:8s} records acked {stats.acked:7d}   latency p50 "
+            f"{stats.percentile(0.5):6.1f} ms  p99 {stats.percentile(0.99):6.1f} ms   "
+            f"errors: {errors}"
+        )
+    print(f"  consumed {result.consumed} records; acknowledged but missing: {result.missing_acked}")
+    interesting = [
+        "partition.isr_shrink",
+        "partition.isr_expand",
+        "partition.truncate",
+        "purgatory.expire",
+        "broker.crash",
+        "broker.start",
+    ]
+    print(
+        f"  event log {result.events_path}: {sum(result.events.values())} events; "
+        + ", ".join(f"{name} {result.events[name]}" for name in interesting)
+    )
+    return 1 if result.missing_acked else 0
+
+
+def _cmd_timer_demo(args: argparse.Namespace) -> int:
     from kafkactor.timer.demo import TimerDemoStats, run_timer_demo
     from kafkactor.timer.system_timer import Timer
 
@@ -67,7 +103,20 @@ def build_parser() -> argparse.ArgumentParser:
     version = commands.add_parser("version", help="print the version")
     version.set_defaults(func=_cmd_version)
 
-    demo = commands.add_parser("demo", help="run the demo (for now: the timing wheel)")
+    demo = commands.add_parser(
+        "demo", help="run the demo topology: 3 brokers, acks=all and acks=1, a follower crash"
+    )
+    demo.add_argument("--seconds", type=float, default=12.0, help="how long to run")
+    demo.add_argument(
+        "--events", default="kafkactor-demo-events.jsonl", help="where to write the event log"
+    )
+    demo.add_argument("--batch", type=int, default=10, help="records per produce request")
+    demo.set_defaults(func=_cmd_demo)
+
+    timer_demo = commands.add_parser(
+        "timer-demo", help="the timing wheel alone under a purgatory-shaped load"
+    )
+    demo = timer_demo
     demo.add_argument("--seconds", type=float, default=3.0, help="how long to add requests")
     demo.add_argument("--rate", type=int, default=2000, help="delayed requests per second")
     demo.add_argument(
@@ -76,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--early", type=float, default=0.9, help="fraction of requests completed before timeout"
     )
-    demo.set_defaults(func=_cmd_demo)
+    demo.set_defaults(func=_cmd_timer_demo)
     return parser
 
 
