@@ -120,7 +120,7 @@ def run_demo(
     tracing.configure(path=events_path)
     config = BrokerConfig(
         replica=ReplicaManagerConfig(
-            replica_lag_time_max_ms=1500,
+            replica_lag_time_max_ms=1000,
             replica_fetch_wait_max_ms=250,
             replica_fetch_backoff_ms=100,
             high_watermark_checkpoint_interval_ms=1000,

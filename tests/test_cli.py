@@ -1,0 +1,74 @@
+"""The `kafkactor` command as a user runs it: version, the demo topology, the timer demo."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kafkactor import __version__
+from kafkactor.demo import run_demo
+
+KAFKACTOR = [sys.executable, "-m", "kafkactor.cli"]
+
+
+def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*KAFKACTOR, *args], cwd=cwd, capture_output=True, text=True, timeout=90, check=False
+    )
+
+
+@pytest.mark.timeout(60)
+def test_version(tmp_path: Path) -> None:
+    done = run("--version", cwd=tmp_path)
+    assert done.returncode == 0
+    assert done.stdout.strip() == f"kafkactor {__version__}"
+
+
+@pytest.mark.timeout(60)
+def test_an_unknown_command_is_refused_with_usage(tmp_path: Path) -> None:
+    done = run("no-such-command", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "usage: kafkactor" in done.stderr
+
+
+@pytest.mark.timeout(90)
+def test_the_demo_survives_a_follower_crash_and_loses_no_acknowledged_record(
+    tmp_path: Path,
+) -> None:
+    events = tmp_path / "events.jsonl"
+    lines: list[str] = []
+    result = run_demo(seconds=7.5, events_path=events, print_fn=lines.append)
+
+    acks_all, acks_one = result.producers
+    assert acks_all.acks == -1 and acks_one.acks == 1
+    assert acks_all.acked > 0 and acks_one.acked > 0
+    assert result.missing_acked == 0
+    assert result.consumed >= acks_all.acked + acks_one.acked
+    # the crash and the return show in the event log: shrink, then truncate and expand
+    assert result.events["broker.crash"] == 1
+    assert result.events["partition.isr_shrink"] >= 1
+    assert result.events["partition.isr_expand"] >= 1
+    assert any("crashed" in line for line in lines)
+    assert any("restarted" in line for line in lines)
+    for line in events.read_bytes().splitlines():
+        assert json.loads(line)["event"]  # every line is a JSON event
+
+
+@pytest.mark.timeout(90)
+def test_the_demo_command_prints_a_summary_and_writes_the_event_log(tmp_path: Path) -> None:
+    done = run("demo", "--seconds", "3", "--events", "out.jsonl", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "acknowledged but missing: 0" in done.stdout
+    assert "acks=all records acked" in done.stdout
+    assert (tmp_path / "out.jsonl").stat().st_size > 0
+
+
+@pytest.mark.timeout(60)
+def test_the_timer_demo_runs(tmp_path: Path) -> None:
+    done = run("timer-demo", "--seconds", "0.5", "--rate", "500", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "expired by the timer" in done.stdout
