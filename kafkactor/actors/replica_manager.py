@@ -17,7 +17,7 @@ from kafkactor.actors.fetcher import ReplicaFetcherActor
 from kafkactor.actors.high_watermarks import HighWatermarks
 from kafkactor.actors.partition import PartitionActor
 from kafkactor.actors.partition_state import PartitionState
-from kafkactor.messages import ErrorCode, Response
+from kafkactor.messages import ErrorCode, ErrorResponse, Request, Response
 from kafkactor.messages.purgatory import DelayOperation
 from kafkactor.messages.replication import (
     AddFetcherPartitions,
@@ -109,6 +109,8 @@ class Gather:
 
     waiting: int
     on_done: Callable[[dict[str, Response]], None]
+    origin: Request | None = None  # answered with an error if the broker stops first
+    trace: TraceContext | None = None
     responses: dict[str, Response] = field(default_factory=dict)
 
 
@@ -191,7 +193,28 @@ class ReplicaManagerActor(TracedActor):
         for ref in [*self.fetchers.values(), *(r.ref for r in self.replicas.values())]:
             if ref.is_alive():
                 ref.stop(block=True, timeout=10)
+        self._abort_gathers()
         super().on_stop()
+
+    def _abort_gathers(self) -> None:
+        """Answer every request still waiting for its partitions: the broker is going away."""
+        aborted: set[int] = set()
+        for gather, _key in self._gathers.values():
+            origin = gather.origin
+            if origin is None or id(gather) in aborted:
+                continue
+            aborted.add(id(gather))
+            if isinstance(origin, ProduceRequest) and origin.acks == 0:
+                continue
+            self.reply(
+                origin,
+                ErrorResponse(
+                    error_code=ErrorCode.BROKER_NOT_AVAILABLE,
+                    message=f"broker {self.broker_id} stopped while serving the request",
+                ),
+                trace=gather.trace,
+            )
+        self._gathers.clear()
 
     # -- produce ---------------------------------------------------------------------------------
 
@@ -242,6 +265,7 @@ class ReplicaManagerActor(TracedActor):
         self._fan_out(
             {key: (replica.address, append) for key, (replica, append) in appends.items()},
             appended,
+            origin=request,
         )
 
     def _appended(
@@ -458,7 +482,7 @@ class ReplicaManagerActor(TracedActor):
         if not orders:
             applied({})
             return
-        self._fan_out(orders, applied)
+        self._fan_out(orders, applied, origin=request)
 
     def _applied(
         self,
@@ -561,15 +585,20 @@ class ReplicaManagerActor(TracedActor):
         if leader is None:
             return
         ref = self.fetchers.get(leader)
+        if ref is None:
+            return
+        if leader not in self.fetcher_of.values():
+            # Kafka's shutdownIdleFetcherThreads: nothing left to copy from that leader. The
+            # fetcher never waits on this actor, so stopping it here cannot deadlock.
+            del self.fetchers[leader]
+            ref.stop(block=True, timeout=10)
+            return
         replica = self.replicas[key]
-        if ref is not None:
-            ref.tell(
-                RemoveFetcherPartitions(
-                    partitions=(
-                        TopicPartitionRef(topic=replica.topic, partition=replica.partition),
-                    )
-                )
+        ref.tell(
+            RemoveFetcherPartitions(
+                partitions=(TopicPartitionRef(topic=replica.topic, partition=replica.partition),)
             )
+        )
 
     # -- controller: stop replica ------------------------------------------------------------------
 
@@ -614,7 +643,7 @@ class ReplicaManagerActor(TracedActor):
         if not orders:
             stopped({})
             return
-        self._fan_out(orders, stopped)
+        self._fan_out(orders, stopped, origin=request)
 
     # -- ISR expiration ----------------------------------------------------------------------------
 
@@ -630,9 +659,16 @@ class ReplicaManagerActor(TracedActor):
         self,
         orders: dict[str, tuple[str, Any]],
         on_done: Callable[[dict[str, Response]], None],
+        *,
+        origin: Request | None = None,
     ) -> None:
-        """Send each keyed sub-request; `on_done` gets every response once the last arrives."""
-        gather = Gather(waiting=len(orders), on_done=on_done)
+        """Send each keyed sub-request; `on_done` gets every response once the last arrives.
+
+        `origin` (the request being served) is answered with BROKER_NOT_AVAILABLE if the broker
+        stops before the last response arrives."""
+        gather = Gather(
+            waiting=len(orders), on_done=on_done, origin=origin, trace=self.trace_context
+        )
         for key, (address, sub_request) in orders.items():
             correlation_id = next(self._ids)
             self._gathers[correlation_id] = (gather, key)
