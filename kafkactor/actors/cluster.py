@@ -247,6 +247,7 @@ class Cluster:
         self.brokers[broker_id] = broker
         _log.info("cluster.broker_restarted", broker=broker_id)
         led, followed = [], []
+        live = set(self.live_brokers())
         for key, state in sorted(self.partition_states.items()):
             if broker_id not in state.replicas:
                 continue
@@ -259,7 +260,7 @@ class Cluster:
                     controller_epoch=self.controller_epoch,
                     leader=broker_id,
                     leader_epoch=state.leader_epoch + 1,
-                    isr=state.replicas,
+                    isr=tuple(r for r in state.replicas if r in live),  # the live ones
                     replicas=state.replicas,
                     zk_version=state.zk_version + 1,
                 )

@@ -214,10 +214,11 @@ class Producer:
 
     def _failed(self, batch: PendingBatch, code: ErrorCode, reason: str) -> None:
         error = ProduceError(code, batch.topic, batch.partition, reason)
+        if code in RETRIABLE:
+            self.metadata.mark_stale(batch.topic)  # the next send asks where the leader is
         if code not in RETRIABLE or batch.retries_left <= 0 or self._closed.is_set():
             batch.result.set_exception(error)
             return
-        self.metadata.mark_stale(batch.topic)
         batch.retries_left -= 1
 
         def retry() -> None:
