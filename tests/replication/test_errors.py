@@ -1,0 +1,268 @@
+"""Requests the brokers must refuse, and what the partition looks like afterwards."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from kafkactor.actors import addresses
+from kafkactor.actors.client import Client
+from kafkactor.actors.cluster import Cluster
+from kafkactor.actors.consumer import OffsetOutOfRangeError
+from kafkactor.actors.producer import ProduceError
+from kafkactor.messages import ErrorCode, ErrorResponse
+from kafkactor.messages.replication import (
+    LeaderAndIsr,
+    LeaderAndIsrResponse,
+    MetadataRequest,
+    MetadataResponse,
+    PartitionLeaderState,
+    StopReplica,
+    StopReplicaResponse,
+    TopicPartitionRef,
+    UpdateMetadata,
+    UpdateMetadataResponse,
+)
+from kafkactor.storage import LogConfig
+from tests.replication.support import (
+    TOPIC,
+    WAIT_S,
+    batch,
+    fetch_one,
+    produce_request,
+    produce_results,
+    result_or_error,
+    values_of,
+    wait_until,
+)
+
+
+@pytest.fixture
+def client(cluster: Cluster) -> Iterator[Client]:
+    raw = Client("raw", cluster.directory)
+    yield raw
+    raw.close()
+
+
+def produce(client: Client, broker: int, *parts: tuple[str, int, bytes], acks: int = 1) -> object:
+    return client.call(addresses.replica_manager(broker), produce_request(acks, *parts), WAIT_S)
+
+
+@pytest.mark.parametrize(("topic", "partition"), [("no-such-topic", 0), (TOPIC, 3), (TOPIC, -1)])
+def test_produce_to_an_unknown_topic_or_partition_is_refused(
+    cluster: Cluster, client: Client, topic: str, partition: int
+) -> None:
+    cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
+
+    results = produce_results(produce(client, 1, (topic, partition, batch(b"x"))))
+
+    assert results[(topic, partition)].error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert results[(topic, partition)].base_offset == -1
+    assert cluster.describe_partition(TOPIC, 0).log_end_offset == 0
+
+
+def test_produce_to_a_follower_is_refused_with_not_leader(cluster: Cluster, client: Client) -> None:
+    cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
+
+    for follower in (2, 3):
+        results = produce_results(produce(client, follower, (TOPIC, 0, batch(b"x"))))
+        assert results[(TOPIC, 0)].error_code is ErrorCode.NOT_LEADER_FOR_PARTITION
+        assert cluster.describe_partition(TOPIC, 0, broker=follower).log_end_offset == 0
+    assert cluster.describe_partition(TOPIC, 0).log_end_offset == 0
+    # A broker with no replica of a partition it knows from metadata does not lead it either.
+    cluster.create_topic("single", partitions=1, replication_factor=1)  # on broker 1 only
+    results = produce_results(produce(client, 2, ("single", 0, batch(b"x"))))
+    assert results[("single", 0)].error_code is ErrorCode.NOT_LEADER_FOR_PARTITION
+
+
+def _flip(data: bytes, index: int) -> bytes:
+    flipped = bytearray(data)
+    flipped[index] ^= 0xFF
+    return bytes(flipped)
+
+
+CORRUPTIONS: dict[str, Callable[[bytes], bytes]] = {
+    "garbage": lambda _good: b"garbage",
+    "flipped-last-byte": lambda good: _flip(good, len(good) - 1),
+    "flipped-crc": lambda good: _flip(good, 17),
+    "truncated": lambda good: good[:-5],
+    "trailing-bytes": lambda good: good + b"\x00\x01",
+}
+
+
+@pytest.mark.parametrize("corruption", sorted(CORRUPTIONS))
+def test_corrupt_batches_are_refused_and_the_partition_keeps_working(
+    cluster: Cluster, client: Client, corruption: str
+) -> None:
+    cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
+    assert (
+        produce_results(produce(client, 1, (TOPIC, 0, batch(b"good-0"))))[(TOPIC, 0)].base_offset
+        == 0
+    )
+    bad = CORRUPTIONS[corruption](batch(b"corrupt"))
+
+    results = produce_results(produce(client, 1, (TOPIC, 0, bad)))
+
+    assert results[(TOPIC, 0)].error_code is ErrorCode.CORRUPT_MESSAGE
+    assert cluster.describe_partition(TOPIC, 0).log_end_offset == 1
+    # The partition keeps working: the next good batch gets the next offset, and replicates.
+    results = produce_results(produce(client, 1, (TOPIC, 0, batch(b"good-1")), acks=-1))
+    assert (results[(TOPIC, 0)].error_code, results[(TOPIC, 0)].base_offset) == (
+        ErrorCode.NONE,
+        1,
+    )
+    data = fetch_one(client, 1, TOPIC, 0, 0)
+    assert values_of(data.records) == [(0, b"good-0"), (1, b"good-1")]
+
+
+def test_a_batch_above_max_message_bytes_is_refused(cluster: Cluster, client: Client) -> None:
+    cluster.create_topic(
+        TOPIC, partitions=1, replication_factor=3, config=LogConfig(max_message_bytes=200)
+    )
+
+    results = produce_results(produce(client, 1, (TOPIC, 0, batch(b"x" * 300)), acks=-1))
+
+    assert results[(TOPIC, 0)].error_code is ErrorCode.MESSAGE_TOO_LARGE
+    assert cluster.describe_partition(TOPIC, 0).log_end_offset == 0
+    results = produce_results(produce(client, 1, (TOPIC, 0, batch(b"x" * 50)), acks=-1))
+    assert (results[(TOPIC, 0)].error_code, results[(TOPIC, 0)].base_offset) == (
+        ErrorCode.NONE,
+        0,
+    )
+
+
+def test_fetch_beyond_the_log_end_is_out_of_range(cluster: Cluster, client: Client) -> None:
+    cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
+    cluster.producer(acks=-1).send_batch(TOPIC, [b"r0", b"r1"], partition=0).result(WAIT_S)
+
+    beyond = fetch_one(client, 1, TOPIC, 0, 3, max_wait_ms=2_000)
+    assert beyond.error_code is ErrorCode.OFFSET_OUT_OF_RANGE
+    assert (beyond.log_start_offset, beyond.log_end_offset, beyond.records) == (0, 2, b"")
+    negative = fetch_one(client, 1, TOPIC, 0, -1, max_wait_ms=2_000)
+    assert negative.error_code is ErrorCode.OFFSET_OUT_OF_RANGE
+    at_end = fetch_one(client, 1, TOPIC, 0, 2)  # the log end itself is a valid position
+    assert (at_end.error_code, at_end.records) == (ErrorCode.NONE, b"")
+
+    strict = cluster.consumer(max_wait_ms=100, auto_offset_reset="none")
+    strict.assign([(TOPIC, 0)])
+    strict.seek(TOPIC, 0, 10)
+    with pytest.raises(OffsetOutOfRangeError):
+        strict.poll(1_000)
+    resetting = cluster.consumer(max_wait_ms=100, auto_offset_reset="earliest")
+    resetting.assign([(TOPIC, 0)])
+    resetting.seek(TOPIC, 0, 10)
+    got: list[bytes | None] = []
+
+    def both_read() -> bool:
+        got.extend(r.value for r in resetting.poll(200))
+        return len(got) >= 2
+
+    wait_until(both_read, message="the consumer to reset to the log start and read")
+    assert got == [b"r0", b"r1"]
+
+
+def test_requests_to_a_killed_broker_fail_with_network_exception(
+    cluster: Cluster, client: Client
+) -> None:
+    cluster.create_topic(TOPIC, partitions=3, replication_factor=3)
+    assert cluster.leader(TOPIC, 2) == 3
+    producer = cluster.producer(acks=1)
+    assert producer.send(TOPIC, b"before", partition=2).result(WAIT_S).offset == 0  # metadata
+
+    cluster.kill_broker(3)
+
+    response = client.call(addresses.replica_manager(3), MetadataRequest(), WAIT_S)
+    assert isinstance(response, ErrorResponse)
+    assert response.error_code is ErrorCode.NETWORK_EXCEPTION
+    response = client.call(
+        addresses.replica_manager(3), produce_request(1, (TOPIC, 2, batch(b"x"))), WAIT_S
+    )
+    assert isinstance(response, ErrorResponse)
+    assert response.error_code is ErrorCode.NETWORK_EXCEPTION
+    # A producer whose metadata still names the dead leader sees the same.
+    error = result_or_error(producer.send(TOPIC, b"after", partition=2))
+    assert isinstance(error, ProduceError), error
+    assert error.error_code is ErrorCode.NETWORK_EXCEPTION
+    # A producer that asks for metadata now learns that the partition has no leader.
+    error = result_or_error(cluster.producer(acks=1).send(TOPIC, b"after", partition=2))
+    assert isinstance(error, ProduceError), error
+    assert error.error_code is ErrorCode.LEADER_NOT_AVAILABLE
+
+
+def test_requests_from_a_stale_controller_epoch_are_refused(
+    cluster: Cluster, client: Client
+) -> None:
+    cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
+    assert cluster.controller_epoch == 1
+    rm = addresses.replica_manager(1)
+    coup = PartitionLeaderState(
+        topic=TOPIC,
+        partition=0,
+        controller_epoch=0,
+        leader=2,
+        leader_epoch=5,
+        isr=(2,),
+        replicas=(1, 2, 3),
+    )
+
+    leader_and_isr = client.call(
+        rm, LeaderAndIsr(controller_id=9, controller_epoch=0, partition_states=(coup,)), WAIT_S
+    )
+    update = client.call(
+        rm,
+        UpdateMetadata(
+            controller_id=9, controller_epoch=0, partition_states=(coup,), live_brokers=(2,)
+        ),
+        WAIT_S,
+    )
+    stop = client.call(
+        rm,
+        StopReplica(
+            controller_id=9,
+            controller_epoch=0,
+            delete_partitions=True,
+            partitions=(TopicPartitionRef(topic=TOPIC, partition=0),),
+        ),
+        WAIT_S,
+    )
+
+    assert isinstance(leader_and_isr, LeaderAndIsrResponse)
+    assert leader_and_isr.error_code is ErrorCode.STALE_CONTROLLER_EPOCH
+    assert isinstance(update, UpdateMetadataResponse)
+    assert update.error_code is ErrorCode.STALE_CONTROLLER_EPOCH
+    assert isinstance(stop, StopReplicaResponse)
+    assert stop.error_code is ErrorCode.STALE_CONTROLLER_EPOCH
+    # None of them took effect: broker 1 still leads, its metadata is unchanged, it serves.
+    described = cluster.describe_partition(TOPIC, 0)
+    assert (described.is_leader, described.leader, described.leader_epoch) == (True, 1, 0)
+    metadata = client.call(rm, MetadataRequest(topics=(TOPIC,)), WAIT_S)
+    assert isinstance(metadata, MetadataResponse)
+    assert metadata.brokers == (1, 2, 3)
+    assert [(p.leader, p.isr) for p in metadata.topics[0].partitions] == [(1, (1, 2, 3))]
+    assert cluster.producer(acks=-1).send(TOPIC, b"still-here").result(WAIT_S).offset == 0
+
+
+@pytest.mark.parametrize("acks", [1, -1])
+def test_produce_with_one_unknown_partition_fails_only_that_partition(
+    cluster: Cluster, client: Client, acks: int
+) -> None:
+    cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
+
+    results = produce_results(
+        produce(
+            client,
+            1,
+            (TOPIC, 0, batch(b"kept")),
+            ("no-such-topic", 0, batch(b"lost")),
+            acks=acks,
+        )
+    )
+
+    assert (results[(TOPIC, 0)].error_code, results[(TOPIC, 0)].base_offset) == (
+        ErrorCode.NONE,
+        0,
+    )
+    assert results[("no-such-topic", 0)].error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    wait_until(lambda: cluster.describe_partition(TOPIC, 0).high_watermark == 1)
+    assert values_of(fetch_one(client, 1, TOPIC, 0, 0).records) == [(0, b"kept")]
