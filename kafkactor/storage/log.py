@@ -449,9 +449,19 @@ class Log:
     def offset_metadata(self, offset: int) -> LogOffsetMetadata:
         """Where `offset` sits (Kafka's convertToOffsetMetadata), e.g. for the high watermark."""
         with self._lock:
-            if offset >= self.log_end_offset:
+            self._check_open()
+            end = self.log_end_offset
+            if offset >= end:
                 return self.log_end_offset_metadata
-            return self.read(offset, 1).fetch_offset_metadata
+            if offset < self._log_start_offset:
+                raise OffsetOutOfRangeError(offset, self._log_start_offset, end)
+            for base in self._bases[max(self._floor_index(offset), 0) :]:
+                header = self._segments[base].find_batch(offset)  # no data is read
+                if header is not None:
+                    return LogOffsetMetadata(
+                        offset=offset, segment_base_offset=base, position=header.position
+                    )
+            return self.log_end_offset_metadata
 
     # -- truncation, flush, retention ----------------------------------------------------------
 

@@ -288,16 +288,49 @@ def _check_batch_arguments(records: Sequence[Record], base_offset: int, leader_e
         _check_timestamp("timestamp_ms", record.timestamp_ms)
 
 
+# Zigzag varints of -8192..8191 (one or two bytes), the values a record's framing mostly holds.
+_SMALL_ZIGZAG_MIN = -8192
+_SMALL_ZIGZAG = tuple(_varint(value) for value in range(_SMALL_ZIGZAG_MIN, -_SMALL_ZIGZAG_MIN))
+
+
 def _encode_records(records: Sequence[Record]) -> bytes:
     """The records part of a batch: record ``i`` has offset delta ``i`` and its timestamp's
     delta from the first record's."""
     base_timestamp = records[0].timestamp_ms
     parts: list[bytes] = []
+    small = _SMALL_ZIGZAG
+    low, high = _SMALL_ZIGZAG_MIN, -_SMALL_ZIGZAG_MIN
     for offset_delta, record in enumerate(records):
         timestamp_delta = record.timestamp_ms - base_timestamp
         if timestamp_delta > _INT64_MAX:  # only NO_TIMESTAMP first, then a timestamp near 2**63
             raise ValueError(f"timestamp delta {timestamp_delta} does not fit a varlong")
-        _encode_record(parts, record, offset_delta, timestamp_delta)
+        key, value = record.key, record.value
+        key_length = -1 if key is None else len(key)
+        value_length = -1 if value is None else len(value)
+        if (
+            not record.headers
+            and low <= timestamp_delta < high
+            and offset_delta < high
+            and key_length < high
+            and value_length < high
+        ):
+            # the common record: every varint from the table, no headers
+            body = b"".join(
+                (
+                    _ZERO_ATTRIBUTES,
+                    small[timestamp_delta - low],
+                    small[offset_delta - low],
+                    small[key_length - low],
+                    key or b"",
+                    small[value_length - low],
+                    value or b"",
+                    b"\x00",
+                )
+            )
+            parts.append(_varint(len(body)))
+            parts.append(body)
+        else:
+            _encode_record(parts, record, offset_delta, timestamp_delta)
     return b"".join(parts)
 
 
@@ -580,7 +613,11 @@ class RecordBatch:
 
     def validate_records(self) -> None:
         """Walk every record's framing without keeping the records (what ``deep=True`` does)."""
-        self._walk(materialize=False)
+        header = self._header
+        data = self._buffer.tobytes()
+        if _framing_is_plain(data, RECORD_BATCH_OVERHEAD, header[12], header[6]):
+            return
+        self._walk(materialize=False)  # the careful reader: it names what is wrong
 
     def _walk(self, *, materialize: bool) -> list[StoredRecord]:
         reader = _RecordReader(self._buffer.tobytes(), RECORD_BATCH_OVERHEAD, self._position)
@@ -682,6 +719,60 @@ def _check_header(
         fail(f"{count} records cannot fit in {len(view) - RECORD_BATCH_OVERHEAD} bytes")
     if not 0 <= base_offset <= _INT64_MAX - last_offset_delta:
         fail(f"offsets [{base_offset}, {base_offset} + {last_offset_delta}] are out of range")
+
+
+def _framing_is_plain(  # noqa: PLR0911, PLR0912 - one flat loop: the produce hot path
+    data: bytes, pos: int, count: int, last_offset_delta: int
+) -> bool:
+    """Whether ``count`` records from ``pos`` to the end of ``data`` are well framed, on the
+    common path only: every varint of one or two bytes and no headers.
+
+    True means valid. False means "not decided here" (a longer varint, a header, or anything
+    wrong); the careful ``_RecordReader`` then checks again and names the problem. This loop
+    is the leader's per-record check on every produce, so it avoids calls and objects.
+    """
+    end = len(data)
+    previous = -1
+    for _ in range(count):
+        if pos + 2 > end:
+            return False
+        byte = data[pos]  # record length
+        if byte < 0x80:
+            raw, pos = byte, pos + 1
+        elif data[pos + 1] < 0x80:
+            raw, pos = (byte & 0x7F) | (data[pos + 1] << 7), pos + 2
+        else:
+            return False
+        if raw & 1:
+            return False
+        record_end = pos + (raw >> 1)
+        if record_end > end or record_end - pos < 6:  # the smallest record has 6 bytes
+            return False
+        pos += 1  # attributes
+        for field in range(4):  # timestamp delta, offset delta, key length, value length
+            byte = data[pos]
+            if byte < 0x80:
+                raw, pos = byte, pos + 1
+            elif pos + 1 < record_end and data[pos + 1] < 0x80:
+                raw, pos = (byte & 0x7F) | (data[pos + 1] << 7), pos + 2
+            else:
+                return False
+            value = (raw >> 1) ^ -(raw & 1)
+            if field == 1:
+                if not previous < value <= last_offset_delta:
+                    return False
+                previous = value
+            elif field >= 2:
+                if value < -1:
+                    return False
+                if value > 0:
+                    pos += value
+            if pos >= record_end:
+                return False
+        if data[pos] != 0 or pos + 1 != record_end:  # no headers, and nothing left over
+            return False
+        pos = record_end
+    return pos == end
 
 
 class _RecordReader:

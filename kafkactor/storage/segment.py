@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import os
 import struct
 from collections.abc import Iterator
@@ -31,6 +32,9 @@ _MAX_RELATIVE_OFFSET = 2**31 - 1
 # Walking batch headers reads the file in chunks: a small first read (an index entry is at most
 # ~index_interval_bytes before the target), then larger ones.
 _FIRST_SCAN_CHUNK = 4 * 1024
+# Headers of the batches appended in this process, kept per segment so that finding the batch of
+# a recent offset (every fetch, every high-watermark position) needs no file read.
+_TAIL_HEADERS = 4096
 _SCAN_CHUNK = 64 * 1024
 _RECOVERY_CHUNK = 4 * 1024 * 1024  # bytes read at a time by recovery
 
@@ -84,7 +88,7 @@ class _Recovery:
         return taken, False
 
 
-def _header_in(buf: bytes, offset: int, position: int) -> BatchHeader:
+def _header_in(buf: BytesLike, offset: int, position: int) -> BatchHeader:
     base, length, _magic, last_delta, max_ts = _HEADER.unpack_from(buf, offset)
     return BatchHeader(position, base, length + LOG_OVERHEAD, base + last_delta, max_ts)
 
@@ -135,6 +139,10 @@ class LogSegment:
         self._max_timestamp: int | None = -1 if self.size == 0 else None
         self._rolling_timestamp: int | None = None
         self._closed = False
+        # The headers of the last batches appended in this process, contiguous up to the end
+        # of the file (between _TAIL_HEADERS and twice that many), with their last offsets.
+        self._tail: list[BatchHeader] = []
+        self._tail_lasts: list[int] = []
 
     # -- state -------------------------------------------------------------------------------
 
@@ -195,6 +203,7 @@ class LogSegment:
         written = os.pwrite(self._fd, data, self.size)
         if written != len(data):
             raise StorageError(f"short write to {self.log_path}: {written} of {len(data)} bytes")
+        self._remember_headers(data, self.size)
         if self.size == 0 and self._rolling_timestamp is None and max_timestamp >= 0:
             self._rolling_timestamp = max_timestamp
         self.size += len(data)
@@ -202,6 +211,22 @@ class LogSegment:
         self._next_offset = largest_offset + 1
         if self._max_timestamp is not None:
             self._max_timestamp = max(self._max_timestamp, max_timestamp)
+
+    def _remember_headers(self, data: BytesLike, position: int) -> None:
+        tail, lasts = self._tail, self._tail_lasts
+        at, end = 0, len(data)
+        while at + _HEADER.size <= end:
+            header = _header_in(data, at, position + at)
+            tail.append(header)
+            lasts.append(header.last_offset)
+            at += header.size_in_bytes
+        if len(tail) > 2 * _TAIL_HEADERS:
+            del tail[:_TAIL_HEADERS]
+            del lasts[:_TAIL_HEADERS]
+
+    def _forget_headers(self) -> None:
+        self._tail = []
+        self._tail_lasts = []
 
     def flush(self) -> None:
         os.fsync(self._fd)
@@ -221,6 +246,7 @@ class LogSegment:
         if found is None:
             return 0
         removed = self.size - found.position
+        self._forget_headers()
         self.index.truncate_to(offset)
         os.ftruncate(self._fd, found.position)
         self.size = found.position
@@ -252,6 +278,7 @@ class LogSegment:
         returns the number of bytes truncated.
         """
         self.index.truncate()
+        self._forget_headers()
         file_size = os.fstat(self._fd).st_size
         state = _Recovery(self, deep)
         position = 0
@@ -322,6 +349,10 @@ class LogSegment:
 
     def find_batch(self, offset: int) -> BatchHeader | None:
         """The first batch whose last offset is >= `offset` (Kafka's translateOffset)."""
+        tail = self._tail
+        if tail and offset >= tail[0].base_offset:  # a recent batch: no file read
+            found = bisect.bisect_left(self._tail_lasts, offset)
+            return tail[found] if found < len(tail) else None
         _, position = self.index.lookup(offset)
         for header in self.iter_headers(position):
             if header.last_offset >= offset:

@@ -7,6 +7,7 @@ Apache Kafka (noted below) we follow Kafka.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import pickle
 import re
@@ -926,3 +927,62 @@ def test_verify_crc_false_skips_only_the_crc() -> None:
     [batch] = iter_batches(bytes(damaged), verify_crc=False, deep=True)
     assert batch.records()[0].value == b"Value-1"
     assert "CRC" in str(corrupt_error(bytes(damaged)))
+
+
+# -- the leader's fast framing check agrees with the careful reader ---------------------------
+
+
+_plain_records = st.lists(
+    st.builds(
+        Record,
+        key=st.none() | st.binary(max_size=40),
+        value=st.none() | st.binary(max_size=300),
+        timestamp_ms=st.integers(min_value=0, max_value=20_000),
+        headers=st.just(())
+        | st.lists(
+            st.tuples(st.text(max_size=5), st.none() | st.binary(max_size=5)), max_size=2
+        ).map(tuple),
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(records=_plain_records, data=st.data())
+def test_fast_framing_check_never_accepts_what_the_careful_reader_rejects(
+    records: list[Record], data: st.DataObject
+) -> None:
+    from kafkactor.storage.records import RECORD_BATCH_OVERHEAD, _framing_is_plain
+
+    batch = bytearray(build_batch(records, 0))
+    if _framing_is_plain(bytes(batch), RECORD_BATCH_OVERHEAD, len(records), len(records) - 1):
+        assert RecordBatch(bytes(batch), verify_crc=False).records()  # the careful reader agrees
+    flips = data.draw(st.lists(st.integers(RECORD_BATCH_OVERHEAD, len(batch) - 1), max_size=3))
+    for at in flips:
+        batch[at] = data.draw(st.integers(0, 255))
+    mutated = bytes(batch)
+    if _framing_is_plain(mutated, RECORD_BATCH_OVERHEAD, len(records), len(records) - 1):
+        RecordBatch(mutated, verify_crc=False).records()  # must not raise
+    else:  # undecided here: the careful reader either accepts or names the problem
+        with contextlib.suppress(CorruptRecordError):
+            RecordBatch(mutated, verify_crc=False).records()
+
+
+def test_the_fast_framing_check_accepts_plain_records_and_defers_the_rest() -> None:
+    from kafkactor.storage.records import RECORD_BATCH_OVERHEAD, _framing_is_plain
+
+    plain = [Record(None, b"v" * 100, 1_000 + i) for i in range(200)]
+    keyed = [Record(b"k%d" % i, None, 1_000) for i in range(5)]
+    for records in (plain, keyed):
+        data = build_batch(records, 0)
+        assert _framing_is_plain(data, RECORD_BATCH_OVERHEAD, len(records), len(records) - 1)
+    with_header = [Record(None, b"v", 0, (("h", b"x"),))]
+    far_timestamp = [Record(None, b"v", 0), Record(None, b"v", 10_000_000)]
+    for records in (with_header, far_timestamp):
+        data = build_batch(records, 0)
+        assert not _framing_is_plain(data, RECORD_BATCH_OVERHEAD, len(records), len(records) - 1)
+        assert len(RecordBatch(data).records()) == len(records)  # the careful reader accepts
+    # wrong record count: deferred (the careful reader then reports it)
+    data = build_batch(plain[:3], 0)
+    assert not _framing_is_plain(data, RECORD_BATCH_OVERHEAD, 4, 3)
