@@ -808,6 +808,16 @@ def parse_levels(text: str) -> tuple[int, ...]:
     return levels
 
 
+def parse_acks(text: str) -> tuple[int, ...]:
+    try:
+        acks = tuple(dict.fromkeys(int(part) for part in text.split(",") if part.strip()))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"acks are integers, not {text!r}") from None
+    if not acks or any(a not in ACKS for a in acks):
+        raise argparse.ArgumentTypeError(f"acks must be among {ACKS}, got {text!r}")
+    return acks
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=(
@@ -856,6 +866,20 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         f"{QUICK_CEILING_MESSAGES:,})",
     )
     parser.add_argument(
+        "--acks",
+        type=parse_acks,
+        metavar="A[,A...]",
+        default=ACKS,
+        help="acks settings to run (1,-1)",
+    )
+    parser.add_argument(
+        "--batches",
+        type=parse_levels,
+        metavar="N[,N...]",
+        default=BATCH_SIZES,
+        help="records per batch to run (1,10,100)",
+    )
+    parser.add_argument(
         "--trace-dir",
         type=Path,
         default=Path(tempfile.gettempdir()),
@@ -896,8 +920,8 @@ def run_all(
     """Tracing off for every configuration and level, then tracing on."""
     configs: list[ConfigResult] = []
     for trace in (False, True):
-        for acks in ACKS:
-            for batch in BATCH_SIZES:
+        for acks in args.acks:
+            for batch in args.batches:
                 config = ConfigResult(acks=acks, batch=batch, tracing=trace)
                 configs.append(config)
                 levels: Sequence[int] = args.in_flight
