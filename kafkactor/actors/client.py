@@ -46,9 +46,11 @@ class Client:
 
     def tell_request(self, address: str, request: R) -> bool:
         """Send `request` expecting no response (e.g. acks=0 produce); False if undeliverable."""
-        stamped = dataclasses.replace(
-            request, reply_to=self.address, correlation_id=next(self._ids)
-        )
+        return self._deliver(address, request, next(self._ids))
+
+    def _deliver(self, address: str, request: R, correlation_id: int) -> bool:
+        """Stamp `request` as ours and send it in a new trace; False if undeliverable."""
+        stamped = dataclasses.replace(request, reply_to=self.address, correlation_id=correlation_id)
         envelope = new_envelope(
             stamped,
             sender=self.address,
@@ -62,20 +64,10 @@ class Client:
 
     def _send(self, address: str, request: R) -> tuple[int, Future[Any]]:
         correlation_id = next(self._ids)
-        stamped = dataclasses.replace(request, reply_to=self.address, correlation_id=correlation_id)
         future: Future[Any] = Future()
         with self._lock:
             self._pending[correlation_id] = future
-        envelope = new_envelope(
-            stamped,
-            sender=self.address,
-            sent_ms=self.clock.now_ms(),
-            trace_id=tracing.new_id(),
-            parent_span_id="",
-        )
-        if tracing.is_enabled():
-            log_send(envelope, to=address, broker=None)
-        if not self.directory.tell(address, envelope):
+        if not self._deliver(address, request, correlation_id):
             self._resolve(
                 ErrorResponse(
                     correlation_id=correlation_id,

@@ -129,9 +129,7 @@ class LogManager:
         with self._lock:
             if self._lock_fd is None:
                 return
-            for task in self._tasks:
-                task.cancel()
-            self._tasks = []
+            self._cancel_tasks()
             for log in self._logs.values():
                 log.flush()
             self.checkpoint_recovery_points()
@@ -153,13 +151,16 @@ class LogManager:
         with self._lock:
             if self._lock_fd is None:
                 return
-            for task in self._tasks:
-                task.cancel()
-            self._tasks = []
+            self._cancel_tasks()
             for log in self._logs.values():
                 log.close()
             self._logs.clear()
             self._release_directory_lock()
+
+    def _cancel_tasks(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        self._tasks = []
 
     def _acquire_directory_lock(self) -> None:
         fd = os.open(self.data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
