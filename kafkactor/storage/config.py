@@ -25,6 +25,8 @@ class LogConfig:
     flush_interval_ms: int | None = None  # flush.ms: the LogManager flushes logs older than this
     file_delete_delay_ms: int = 60_000  # file.delete.delay.ms: how long .deleted files linger
     min_insync_replicas: int = 1  # min.insync.replicas: ISR size an acks=-1 produce needs
+    # unclean.leader.election.enable: with the whole ISR dead, may a replica outside it lead?
+    unclean_leader_election_enable: bool = False
 
     def __post_init__(self) -> None:
         if self.segment_bytes < 1:

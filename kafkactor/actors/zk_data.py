@@ -1,0 +1,290 @@
+"""Kafka's ZooKeeper paths and JSON payloads: what brokers and the controller write and read."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kafkactor.storage import LogConfig
+
+BROKER_IDS = "/brokers/ids"
+BROKER_TOPICS = "/brokers/topics"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
+ISR_CHANGE_PREFIX = "isr_change_"
+CONFIG_TOPICS = "/config/topics"
+
+
+class MalformedZnodeError(ValueError):
+    """A znode holds something that is not the JSON Kafka writes there."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"malformed znode {path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class UnknownTopicConfigError(ValueError):
+    """A topic config key Kafka does not know."""
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{broker_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS}/{topic}"
+
+
+def _load(path: str, data: bytes) -> Any:
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise MalformedZnodeError(path, f"not JSON ({error})") from None
+
+
+def _dump(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode("utf-8")
+
+
+def _int(path: str, value: Any, what: str) -> int:
+    if type(value) is not int:
+        raise MalformedZnodeError(path, f"{what} is {value!r}, not an integer")
+    return value
+
+
+def _int_list(path: str, value: Any, what: str) -> tuple[int, ...]:
+    if not isinstance(value, list):
+        raise MalformedZnodeError(path, f"{what} is {value!r}, not a list")
+    return tuple(_int(path, item, what) for item in value)
+
+
+def _object(path: str, value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise MalformedZnodeError(path, f"expected a JSON object, got {value!r}")
+    return value
+
+
+# -- /brokers/ids/<id> -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    """A live broker's ephemeral registration (Kafka's version 2 payload)."""
+
+    broker_id: int
+    host: str
+    port: int
+    timestamp_ms: int
+
+    def encode(self) -> bytes:
+        return _dump(
+            {
+                "jmx_port": -1,
+                "timestamp": str(self.timestamp_ms),
+                "endpoints": [f"PLAINTEXT://{self.host}:{self.port}"],
+                "host": self.host,
+                "version": 2,
+                "port": self.port,
+            }
+        )
+
+    @classmethod
+    def decode(cls, broker_id: int, data: bytes) -> BrokerRegistration:
+        path = broker_path(broker_id)
+        body = _object(path, _load(path, data))
+        host, timestamp = body.get("host"), body.get("timestamp")
+        if not isinstance(host, str):
+            raise MalformedZnodeError(path, f"host is {host!r}, not a string")
+        if not isinstance(timestamp, str | int) or isinstance(timestamp, bool):
+            raise MalformedZnodeError(path, f"timestamp is {timestamp!r}")
+        try:
+            timestamp_ms = int(timestamp)
+        except ValueError:
+            raise MalformedZnodeError(path, f"timestamp {timestamp!r} is not a number") from None
+        return cls(
+            broker_id=broker_id,
+            host=host,
+            port=_int(path, body.get("port"), "port"),
+            timestamp_ms=timestamp_ms,
+        )
+
+
+# -- /controller and /controller_epoch -----------------------------------------------------------
+
+
+def encode_controller(broker_id: int, timestamp_ms: int) -> bytes:
+    return _dump({"version": 1, "brokerid": broker_id, "timestamp": str(timestamp_ms)})
+
+
+def decode_controller(data: bytes) -> int:
+    """The controller's broker id."""
+    body = _object(CONTROLLER, _load(CONTROLLER, data))
+    return _int(CONTROLLER, body.get("brokerid"), "brokerid")
+
+
+def encode_controller_epoch(epoch: int) -> bytes:
+    return str(epoch).encode("ascii")
+
+
+def decode_controller_epoch(data: bytes) -> int:
+    try:
+        return int(data.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        raise MalformedZnodeError(CONTROLLER_EPOCH, f"{data!r} is not an integer") from None
+
+
+# -- /brokers/topics/<topic> and its partition states --------------------------------------------
+
+
+def encode_assignment(assignment: Mapping[int, tuple[int, ...]]) -> bytes:
+    return _dump(
+        {"version": 1, "partitions": {str(p): list(r) for p, r in sorted(assignment.items())}}
+    )
+
+
+def decode_assignment(topic: str, data: bytes) -> dict[int, tuple[int, ...]]:
+    path = topic_path(topic)
+    body = _object(path, _load(path, data))
+    partitions = _object(path, body.get("partitions"))
+    assignment: dict[int, tuple[int, ...]] = {}
+    for key, replicas in partitions.items():
+        if not (key.isascii() and key.isdigit()):
+            raise MalformedZnodeError(path, f"partition {key!r} is not a number")
+        assignment[int(key)] = _int_list(path, replicas, f"replicas of partition {key}")
+    return assignment
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderIsrState:
+    """`/brokers/topics/<t>/partitions/<p>/state`: leader, leader epoch, ISR, controller epoch."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+
+    def encode(self) -> bytes:
+        return _dump(
+            {
+                "controller_epoch": self.controller_epoch,
+                "leader": self.leader,
+                "version": 1,
+                "leader_epoch": self.leader_epoch,
+                "isr": list(self.isr),
+            }
+        )
+
+    @classmethod
+    def decode(cls, topic: str, partition: int, data: bytes) -> LeaderIsrState:
+        path = partition_state_path(topic, partition)
+        body = _object(path, _load(path, data))
+        return cls(
+            leader=_int(path, body.get("leader"), "leader"),
+            leader_epoch=_int(path, body.get("leader_epoch"), "leader_epoch"),
+            isr=_int_list(path, body.get("isr"), "isr"),
+            controller_epoch=_int(path, body.get("controller_epoch"), "controller_epoch"),
+        )
+
+
+# -- /isr_change_notification ----------------------------------------------------------------
+
+
+def encode_isr_change(partitions: list[tuple[str, int]]) -> bytes:
+    return _dump(
+        {"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]}
+    )
+
+
+def decode_isr_change(path: str, data: bytes) -> list[tuple[str, int]]:
+    body = _object(path, _load(path, data))
+    entries = body.get("partitions")
+    if not isinstance(entries, list):
+        raise MalformedZnodeError(path, "partitions is not a list")
+    out = []
+    for entry in entries:
+        item = _object(path, entry)
+        topic = item.get("topic")
+        if not isinstance(topic, str):
+            raise MalformedZnodeError(path, f"topic {topic!r} is not a string")
+        out.append((topic, _int(path, item.get("partition"), "partition")))
+    return out
+
+
+# -- /config/topics/<topic> -------------------------------------------------------------------
+
+# Kafka's topic config names and the LogConfig fields they set.
+TOPIC_CONFIG_KEYS: dict[str, str] = {
+    "segment.bytes": "segment_bytes",
+    "segment.ms": "segment_ms",
+    "index.interval.bytes": "index_interval_bytes",
+    "segment.index.bytes": "max_index_size",
+    "retention.bytes": "retention_bytes",
+    "retention.ms": "retention_ms",
+    "max.message.bytes": "max_message_bytes",
+    "flush.messages": "flush_interval_messages",
+    "flush.ms": "flush_interval_ms",
+    "file.delete.delay.ms": "file_delete_delay_ms",
+    "min.insync.replicas": "min_insync_replicas",
+    "unclean.leader.election.enable": "unclean_leader_election_enable",
+}
+_FIELD_KEYS = {field: key for key, field in TOPIC_CONFIG_KEYS.items()}
+
+
+def topic_config_overrides(config: LogConfig) -> dict[str, str]:
+    """The settings of `config` that differ from the defaults, under Kafka's names."""
+    default = LogConfig()
+    overrides = {}
+    for field in dataclasses.fields(LogConfig):
+        value = getattr(config, field.name)
+        if value != getattr(default, field.name):
+            overrides[_FIELD_KEYS[field.name]] = (
+                str(value).lower() if isinstance(value, bool) else str(value)
+            )
+    return overrides
+
+
+def log_config_from(overrides: Mapping[str, str], base: LogConfig | None = None) -> LogConfig:
+    """A LogConfig from Kafka-named overrides; unknown keys and bad values are errors."""
+    unknown = sorted(set(overrides) - set(TOPIC_CONFIG_KEYS))
+    if unknown:
+        raise UnknownTopicConfigError(f"unknown topic config keys: {', '.join(unknown)}")
+    changes: dict[str, Any] = {}
+    for key, text in overrides.items():
+        field = TOPIC_CONFIG_KEYS[key]
+        if field == "unclean_leader_election_enable":
+            if str(text).lower() not in ("true", "false"):
+                raise ValueError(f"{key} must be true or false, not {text!r}")
+            changes[field] = str(text).lower() == "true"
+        else:
+            try:
+                changes[field] = int(text)
+            except ValueError:
+                raise ValueError(f"{key} must be an integer, not {text!r}") from None
+    return dataclasses.replace(base if base is not None else LogConfig(), **changes)
+
+
+def encode_topic_config(config: LogConfig) -> bytes:
+    return _dump({"version": 1, "config": topic_config_overrides(config)})
+
+
+def decode_topic_config(topic: str, data: bytes) -> LogConfig:
+    path = topic_config_path(topic)
+    body = _object(path, _load(path, data))
+    overrides = _object(path, body.get("config", {}))
+    try:
+        return log_config_from({str(k): str(v) for k, v in overrides.items()})
+    except (UnknownTopicConfigError, ValueError) as error:
+        raise MalformedZnodeError(path, str(error)) from None
