@@ -1,0 +1,198 @@
+"""The pure core of Kafka's controller: which replica leads each partition, and with what ISR."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from kafkactor.messages.replication import NO_LEADER
+
+TopicPartitionKey = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLeadership:
+    """What the controller knows of one partition: assignment, leader, epoch, ISR, znode version."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    zk_version: int = 0
+
+    @property
+    def key(self) -> TopicPartitionKey:
+        return (self.topic, self.partition)
+
+    @property
+    def online(self) -> bool:
+        return self.leader != NO_LEADER
+
+
+@dataclass(frozen=True, slots=True)
+class LeadershipChange:
+    """A partition's new leadership, to write to its state znode and send as LeaderAndIsr."""
+
+    before: PartitionLeadership | None
+    after: PartitionLeadership
+    reason: str
+    unclean: bool = False
+
+
+class ControllerState:
+    """Kafka's controller decisions (its partition and replica state machines), without I/O.
+
+    - A new partition is led by its first live replica, with its live replicas as ISR.
+    - When a broker dies, every partition it led elects a new leader from the live ISR members
+      (in ISR order, Kafka's OfflinePartitionLeaderSelector). With no ISR member alive the
+      partition goes offline (leader -1, ISR kept so a returning member can lead again), unless
+      the topic enables unclean leader election: then the first live assigned replica leads
+      with ISR = [it], and what the old ISR had acknowledged beyond it may be lost.
+    - A dead follower leaves the ISR of the partitions it followed (Kafka's
+      OfflineReplica transition), never emptying it: the leader stays.
+    - When a broker returns, offline partitions it can lead are elected again.
+    - Every change bumps the leader epoch. Changes leaders make themselves (ISR shrink and
+      expand through the state znode) are learnt with `isr_changed`.
+    """
+
+    def __init__(self) -> None:
+        self.live_brokers: set[int] = set()
+        self.partitions: dict[TopicPartitionKey, PartitionLeadership] = {}
+        self.unclean_topics: set[str] = set()
+
+    # -- topics ----------------------------------------------------------------------------------
+
+    def add_topic(
+        self, topic: str, assignment: Mapping[int, tuple[int, ...]], *, unclean: bool = False
+    ) -> list[LeadershipChange]:
+        """A new topic's partitions, led by their first live replica."""
+        if unclean:
+            self.unclean_topics.add(topic)
+        else:
+            self.unclean_topics.discard(topic)
+        changes = []
+        for partition, replicas in sorted(assignment.items()):
+            if (topic, partition) in self.partitions:
+                continue
+            live = tuple(r for r in replicas if r in self.live_brokers)
+            state = PartitionLeadership(
+                topic=topic,
+                partition=partition,
+                replicas=tuple(replicas),
+                leader=live[0] if live else NO_LEADER,
+                leader_epoch=0,
+                isr=live,
+            )
+            self.partitions[state.key] = state
+            changes.append(LeadershipChange(None, state, "new partition"))
+        return changes
+
+    def load(self, state: PartitionLeadership, *, unclean: bool = False) -> None:
+        """Take over a partition as found in ZooKeeper (controller failover)."""
+        self.partitions[state.key] = state
+        if unclean:
+            self.unclean_topics.add(state.topic)
+
+    def offline_partitions(self) -> list[PartitionLeadership]:
+        """Partitions without a live leader."""
+        return [p for p in self.partitions.values() if p.leader not in self.live_brokers]
+
+    # -- brokers ---------------------------------------------------------------------------------
+
+    def brokers_changed(self, live: Iterable[int]) -> list[LeadershipChange]:
+        """The set of live brokers is now `live`: elect, shrink and recover as needed."""
+        now = set(live)
+        dead = self.live_brokers - now
+        self.live_brokers = now
+        changes = []
+        for key in sorted(self.partitions):
+            state = self.partitions[key]
+            change = self._reconsider(state, dead)
+            if change is not None:
+                self.partitions[key] = change.after
+                changes.append(change)
+        return changes
+
+    def _reconsider(self, state: PartitionLeadership, dead: set[int]) -> LeadershipChange | None:
+        live = self.live_brokers
+        if state.leader in live:
+            gone = tuple(r for r in state.isr if r in dead)
+            if not gone:
+                return None
+            isr = tuple(r for r in state.isr if r not in dead)
+            after = replace(state, isr=isr, leader_epoch=state.leader_epoch + 1)
+            return LeadershipChange(state, after, f"replicas {list(gone)} went offline")
+        return self.elect(state, "leader went offline" if state.online else "offline partition")
+
+    def reconsider(self, key: TopicPartitionKey) -> LeadershipChange | None:
+        """Decide again for one partition (after its znode changed under us)."""
+        state = self.partitions[key]
+        change = self._reconsider(state, set(state.isr) - self.live_brokers)
+        if change is not None:
+            self.partitions[key] = change.after
+        return change
+
+    def elect(self, state: PartitionLeadership, reason: str) -> LeadershipChange | None:
+        """A new leader for `state` from its live ISR (or uncleanly); None when nothing changes."""
+        live = self.live_brokers
+        live_replicas = tuple(r for r in state.replicas if r in live)
+        if not state.isr and live_replicas:
+            # never led (created while none of its replicas was up): as for a new partition
+            after = replace(
+                state,
+                leader=live_replicas[0],
+                isr=live_replicas,
+                leader_epoch=state.leader_epoch + 1,
+            )
+            return LeadershipChange(state, after, "first replica came up")
+        live_isr = tuple(r for r in state.isr if r in live)
+        if live_isr:
+            after = replace(
+                state, leader=live_isr[0], isr=live_isr, leader_epoch=state.leader_epoch + 1
+            )
+            return LeadershipChange(state, after, reason)
+        if live_replicas and state.topic in self.unclean_topics:
+            after = replace(
+                state,
+                leader=live_replicas[0],
+                isr=(live_replicas[0],),
+                leader_epoch=state.leader_epoch + 1,
+            )
+            return LeadershipChange(state, after, reason + "; unclean election", unclean=True)
+        if not state.online:
+            return None  # still nobody to lead
+        after = replace(state, leader=NO_LEADER, leader_epoch=state.leader_epoch + 1)
+        return LeadershipChange(state, after, reason + "; no live ISR member")
+
+    # -- what leaders and ZooKeeper say ------------------------------------------------------------
+
+    def isr_changed(
+        self,
+        key: TopicPartitionKey,
+        *,
+        leader: int,
+        leader_epoch: int,
+        isr: tuple[int, ...],
+        zk_version: int,
+    ) -> PartitionLeadership | None:
+        """A leader changed the ISR in the state znode; the cached state follows it."""
+        state = self.partitions.get(key)
+        if state is None:
+            return None
+        updated = replace(
+            state, leader=leader, leader_epoch=leader_epoch, isr=isr, zk_version=zk_version
+        )
+        self.partitions[key] = updated
+        return updated
+
+    def written(self, state: PartitionLeadership, zk_version: int) -> PartitionLeadership:
+        """The state znode now holds `state` at `zk_version`."""
+        updated = replace(state, zk_version=zk_version)
+        self.partitions[state.key] = updated
+        return updated
+
+    def partitions_of(self, broker: int) -> list[PartitionLeadership]:
+        """Partitions with a replica on `broker`."""
+        return [p for p in self.partitions.values() if broker in p.replicas]
