@@ -31,3 +31,8 @@ def reaper(broker: int) -> str:
 def fetcher(broker: int, leader: int) -> str:
     """The fetcher on `broker` that replicates from `leader`."""
     return f"broker/{broker}/fetcher/{leader}"
+
+
+def controller(broker: int) -> str:
+    """The broker's controller actor (every broker runs one; one of them is elected)."""
+    return f"broker/{broker}/controller"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -10,11 +10,15 @@ from typing import Any
 import pykka
 
 from kafkactor.actors import addresses
+from kafkactor.actors.controller import ControllerActor
 from kafkactor.actors.delayed import ReplicaPurgatoryActor
 from kafkactor.actors.directory import Directory
 from kafkactor.actors.high_watermarks import HighWatermarks
 from kafkactor.actors.reaper import REAPER_POLL_MS, ExpirationDelivery, ReaperActor
 from kafkactor.actors.replica_manager import ReplicaManagerActor, ReplicaManagerConfig
+from kafkactor.actors.zk_data import BrokerRegistration
+from kafkactor.actors.zk_session import ZooKeeperSession
+from kafkactor.messages.controller import ZooKeeperSessionLost, ZooKeeperSessionStarted
 from kafkactor.storage import Log, LogConfig, LogManager, LogManagerConfig
 from kafkactor.timer import Clock, Scheduler, SystemClock, Timer
 from kafkactor.tracing import get_logger
@@ -58,6 +62,7 @@ class Broker:
         clock: Clock | None = None,
         config: BrokerConfig | None = None,
         topic_configs: MutableMapping[str, LogConfig] | None = None,
+        zookeeper: Callable[[], Any] | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.data_dir = Path(data_dir)
@@ -88,6 +93,18 @@ class Broker:
         self.logs: dict[str, Log] = {}
         self.refs: list[pykka.ActorRef[Any]] = []
         self.alive = False
+        self.zookeeper: ZooKeeperSession | None = None
+        if zookeeper is not None:
+            controller = addresses.controller(broker_id)
+            self.zookeeper = ZooKeeperSession(
+                broker_id,
+                zookeeper,
+                lambda: BrokerRegistration(
+                    broker_id, "localhost", 9092 + broker_id, self.clock.now_ms()
+                ).encode(),
+                on_lost=lambda: directory.tell(controller, ZooKeeperSessionLost()),
+                on_started=lambda: directory.tell(controller, ZooKeeperSessionStarted()),
+            )
 
     @property
     def replica_manager_address(self) -> str:
@@ -139,6 +156,7 @@ class Broker:
                 topic_configs=self.topic_configs,
                 logs=self.logs,
                 config=self.config.replica,
+                zk=self.zookeeper,
             ),
         ]
         for ref, address in zip(
@@ -152,6 +170,13 @@ class Broker:
             strict=True,
         ):
             directory.register(address, ref)  # reachable as soon as start() returns
+        if self.zookeeper is not None:
+            self.zookeeper.start()  # registered: the controller will send LeaderAndIsr
+            controller = ControllerActor.start(
+                addresses.controller(broker), directory, clock, broker, zk=self.zookeeper
+            )
+            directory.register(addresses.controller(broker), controller)
+            self.refs.append(controller)
         self.alive = True
         _log.info(
             "broker.start",
@@ -163,6 +188,10 @@ class Broker:
 
     def _stop_actors(self) -> None:
         self.timer.shutdown()  # the Reaper's wait ends at once
+        if self.refs and self.zookeeper is not None:  # the controller first: it stops acting
+            controller = self.refs.pop()
+            if controller.is_alive():
+                controller.stop(block=True, timeout=STOP_TIMEOUT_S)
         for ref in reversed(self.refs):  # replica manager first: it stops its partitions
             if ref.is_alive():
                 ref.stop(block=True, timeout=STOP_TIMEOUT_S)
@@ -175,6 +204,8 @@ class Broker:
             return
         self.alive = False
         self._stop_actors()
+        if self.zookeeper is not None:
+            self.zookeeper.close()  # the registration goes now: the controller reacts at once
         self.high_watermarks.checkpoint()
         self.log_manager.shutdown()
         _log.info("broker.stop", broker=self.broker_id)
@@ -184,6 +215,8 @@ class Broker:
         if not self.alive:
             return
         self.alive = False
+        if self.zookeeper is not None:
+            self.zookeeper.pause()  # no more heartbeats: the session expires after its timeout
         self._stop_actors()
         self.log_manager.crash()
         _log.info("broker.crash", broker=self.broker_id)

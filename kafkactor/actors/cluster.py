@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from kafkactor.actors import addresses
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from kafkactor import zk_model
+from kafkactor.actors import addresses, zk_data
 from kafkactor.actors.broker import Broker, BrokerConfig
 from kafkactor.actors.client import Client
 from kafkactor.actors.consumer import Consumer
@@ -20,6 +27,8 @@ from kafkactor.actors.producer import Producer
 from kafkactor.messages import ErrorCode, Response
 from kafkactor.messages.replication import (
     DescribePartition,
+    FetchRequest,
+    FetchResponse,
     LeaderAndIsr,
     LeaderAndIsrResponse,
     PartitionDescription,
@@ -30,6 +39,7 @@ from kafkactor.messages.replication import (
 from kafkactor.storage import LogConfig
 from kafkactor.timer import Clock, SystemClock
 from kafkactor.tracing import get_logger
+from kafkactor.zk_model import EmbeddedZooKeeper
 
 _log = get_logger("kafkactor.cluster")
 
@@ -67,6 +77,8 @@ class Cluster:
         clock: Clock | None = None,
         config: BrokerConfig | None = None,
         request_timeout_s: float = 10.0,
+        zookeeper: str | None = None,
+        session_timeout_ms: int = 6000,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"a cluster needs at least one broker, got {brokers}")
@@ -86,16 +98,65 @@ class Cluster:
         self._controller: Client | None = None
         self._clients: list[Producer | Consumer] = []
         self._started = False
+        # ZooKeeper mode: "embedded" (the in-memory model) or "host:port" (a real server)
+        self.zookeeper = zookeeper
+        self.session_timeout_ms = session_timeout_ms
+        self.embedded_zookeeper: EmbeddedZooKeeper | None = None
+        self._zk_hosts = ""
+        self._zk: Any = None  # the cluster's own admin session (topic creation, reads)
+        self._isolated: set[int] = set()
 
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self) -> Cluster:
+        if self.zookeeper is not None:
+            self._start_zookeeper()
         for broker_id in self.broker_ids:
             self.brokers[broker_id] = self._new_broker(broker_id).start()
         self._controller = Client("controller", self.directory, self.clock)
         self._started = True
-        self._update_metadata()
+        if self.zookeeper is None:
+            self._update_metadata()
+        else:
+            self._wait_for(
+                lambda: (
+                    self.controller_id() is not None
+                    and sorted(self._registered_brokers()) == self.broker_ids
+                ),
+                "every broker registered and a controller elected",
+            )
         return self
+
+    @property
+    def uses_zookeeper(self) -> bool:
+        return self.zookeeper is not None
+
+    def _start_zookeeper(self) -> None:
+        if self.zookeeper == "embedded":
+            # ZooKeeper allows session timeouts of 2 to 20 ticks
+            tick = max(1, min(2000, self.session_timeout_ms // 2))
+            self.embedded_zookeeper = EmbeddedZooKeeper(self.clock, tick_ms=tick)
+        else:  # a real server: this cluster lives under a chroot of its own
+            chroot = f"/kafkactor-{uuid.uuid4().hex[:12]}"
+            admin = zk_model.connect(
+                str(self.zookeeper), session_timeout_ms=self.session_timeout_ms
+            )
+            try:
+                admin.ensure_path(chroot)
+            finally:
+                admin.stop()
+                admin.close()
+            self._zk_hosts = f"{self.zookeeper}{chroot}"
+        self._zk = self._connect_zookeeper()
+
+    def _connect_zookeeper(self) -> Any:
+        if self.embedded_zookeeper is not None:
+            return zk_model.connect(
+                "embedded",
+                embedded=self.embedded_zookeeper,
+                session_timeout_ms=self.session_timeout_ms,
+            )
+        return zk_model.connect(self._zk_hosts, session_timeout_ms=self.session_timeout_ms)
 
     def _new_broker(self, broker_id: int) -> Broker:
         return Broker(
@@ -105,7 +166,40 @@ class Cluster:
             clock=self.clock,
             config=self.config,
             topic_configs=self.topic_configs,
+            zookeeper=self._connect_zookeeper if self.zookeeper is not None else None,
         )
+
+    def _wait_for(self, condition: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + self.request_timeout_s
+        pause = threading.Event()
+        while not condition():
+            if time.monotonic() > deadline:
+                raise ControllerRequestError(
+                    f"timed out after {self.request_timeout_s}s waiting for {what}"
+                )
+            pause.wait(0.01)
+
+    def _registered_brokers(self) -> list[int]:
+        try:
+            children = self._zk.get_children(zk_data.BROKER_IDS)
+        except NoNodeError:
+            return []
+        return sorted(int(c) for c in children if c.isdigit())
+
+    def controller_id(self) -> int | None:
+        """The elected controller's broker id (ZooKeeper mode), None while there is none."""
+        if self._zk is None:
+            return None
+        try:
+            data, _ = self._zk.get(zk_data.CONTROLLER)
+        except NoNodeError:
+            return None
+        return zk_data.decode_controller(data)
+
+    def current_controller_epoch(self) -> int:
+        """The controller epoch in `/controller_epoch` (ZooKeeper mode)."""
+        data, _ = self._zk.get(zk_data.CONTROLLER_EPOCH)
+        return zk_data.decode_controller_epoch(data)
 
     def stop(self) -> None:
         """Close every client and shut every live broker down cleanly."""
@@ -117,6 +211,17 @@ class Cluster:
         if self._controller is not None:
             self._controller.close()
             self._controller = None
+        if self._zk is not None:
+            with contextlib.suppress(Exception):
+                if self._zk_hosts:  # a real server: leave no trace of this cluster
+                    self._zk.delete("/", recursive=True)
+            with contextlib.suppress(Exception):
+                self._zk.stop()
+                self._zk.close()
+            self._zk = None
+        if self.embedded_zookeeper is not None:
+            self.embedded_zookeeper.close()
+            self.embedded_zookeeper = None
         self._started = False
         if self._owns_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
@@ -138,9 +243,21 @@ class Cluster:
         return [b for b in self.broker_ids if b in self.brokers and self.brokers[b].alive]
 
     def leader(self, topic: str, partition: int) -> int:
+        """The partition's leader (-1 when it has none)."""
+        if self._zk is not None:
+            data, _ = self._zk.get(zk_data.partition_state_path(topic, partition))
+            return zk_data.LeaderIsrState.decode(topic, partition, data).leader
         return self.partition_states[(topic, partition)].leader
 
+    def isr(self, topic: str, partition: int) -> tuple[int, ...]:
+        """The partition's ISR as ZooKeeper holds it (ZooKeeper mode)."""
+        data, _ = self._zk.get(zk_data.partition_state_path(topic, partition))
+        return zk_data.LeaderIsrState.decode(topic, partition, data).isr
+
     def replicas(self, topic: str, partition: int) -> tuple[int, ...]:
+        if self._zk is not None:
+            data, _ = self._zk.get(zk_data.topic_path(topic))
+            return zk_data.decode_assignment(topic, data)[partition]
         return self.partition_states[(topic, partition)].replicas
 
     def describe_partition(
@@ -167,15 +284,25 @@ class Cluster:
         name: str,
         partitions: int = 1,
         replication_factor: int = 1,
-        config: LogConfig | None = None,
+        config: LogConfig | Mapping[str, str] | None = None,
     ) -> dict[int, tuple[int, ...]]:
-        """Create a topic; returns its replica assignment (partition -> broker ids)."""
+        """Create a topic; returns its replica assignment (partition -> broker ids).
+
+        `config` is a LogConfig or Kafka's topic config names (`{"min.insync.replicas": "2"}`;
+        an unknown key is an error). With ZooKeeper, the assignment and config are written to
+        `/brokers/topics/<t>` and `/config/topics/<t>` and the controller elects the leaders;
+        this returns once every partition has one.
+        """
         if not _TOPIC_NAME.fullmatch(name) or name in (".", ".."):
             raise ValueError(f"illegal topic name {name!r}: use [a-zA-Z0-9._-], 1-249 chars")
         if any(topic == name for topic, _ in self.partition_states):
             raise TopicExistsError(f"topic {name!r} already exists")
         if partitions < 1:
             raise ValueError(f"a topic needs at least one partition, got {partitions}")
+        if isinstance(config, Mapping):  # Kafka's names, e.g. {"min.insync.replicas": "2"}
+            config = zk_data.log_config_from(config)
+        if self._zk is not None:
+            return self._create_topic_in_zookeeper(name, partitions, replication_factor, config)
         live = self.live_brokers()
         if not 1 <= replication_factor <= len(live):
             raise ValueError(
@@ -211,6 +338,68 @@ class Cluster:
         self._update_metadata()
         return assignment
 
+    def _create_topic_in_zookeeper(
+        self, name: str, partitions: int, replication_factor: int, config: LogConfig | None
+    ) -> dict[int, tuple[int, ...]]:
+        live = self._registered_brokers()
+        if not 1 <= replication_factor <= len(live):
+            raise ValueError(
+                f"replication factor {replication_factor} needs 1..{len(live)} live brokers"
+            )
+        if self._zk.exists(zk_data.topic_path(name)) is not None:
+            raise TopicExistsError(f"topic {name!r} already exists")
+        effective = config if config is not None else LogConfig()
+        self.topic_configs[name] = effective
+        assignment = {
+            p: tuple(live[(p + r) % len(live)] for r in range(replication_factor))
+            for p in range(partitions)
+        }
+        config_path = zk_data.topic_config_path(name)
+        config_data = zk_data.encode_topic_config(effective)
+        if self._zk.exists(config_path) is None:
+            self._zk.create(config_path, config_data, makepath=True)
+        else:
+            self._zk.set(config_path, config_data)
+        try:
+            self._zk.create(
+                zk_data.topic_path(name), zk_data.encode_assignment(assignment), makepath=True
+            )
+        except NodeExistsError:
+            raise TopicExistsError(f"topic {name!r} already exists") from None
+        _log.info(
+            "cluster.topic_created",
+            topic=name,
+            partitions=partitions,
+            replication_factor=replication_factor,
+            assignment={str(p): list(r) for p, r in assignment.items()},
+        )
+        self._wait_for(
+            lambda: all(self._is_led(name, p) for p in assignment),
+            f"leaders for every partition of {name!r}",
+        )
+        return assignment
+
+    def _is_led(self, topic: str, partition: int) -> bool:
+        """The partition has a leader in ZooKeeper, and that broker acts as its leader."""
+        try:
+            leader = self.leader(topic, partition)
+        except NoNodeError:
+            return False
+        if leader < 0 or leader not in self.live_brokers():
+            return False
+        try:
+            return self.describe_partition(topic, partition, broker=leader).is_leader
+        except ControllerRequestError:
+            return False
+
+    def wait_for_leader(self, topic: str, partition: int, *, not_broker: int | None = None) -> int:
+        """Wait until the partition has a live, acting leader (other than `not_broker`)."""
+        self._wait_for(
+            lambda: self._is_led(topic, partition) and self.leader(topic, partition) != not_broker,
+            f"a leader for {topic}-{partition}",
+        )
+        return self.leader(topic, partition)
+
     # -- clients ---------------------------------------------------------------------------------
 
     def producer(self, **options: Any) -> Producer:
@@ -228,15 +417,49 @@ class Cluster:
     # -- faults ----------------------------------------------------------------------------------
 
     def kill_broker(self, broker_id: int) -> None:
-        """Stop a broker as a crash: its actors stop, nothing is flushed or checkpointed."""
+        """Stop a broker as a crash: its actors stop, nothing is flushed or checkpointed.
+
+        With ZooKeeper its session stops heartbeating, so its registration goes (and the
+        controller reacts) only when the session times out, as after a real crash.
+        """
         self.brokers[broker_id].kill()
         _log.info("cluster.broker_killed", broker=broker_id)
-        self._update_metadata()
+        if self._zk is None:
+            self._update_metadata()
 
     def stop_broker(self, broker_id: int) -> None:
-        """Stop a broker cleanly (flushed, checkpointed)."""
+        """Stop a broker cleanly (flushed, checkpointed; its ZooKeeper session closed)."""
         self.brokers[broker_id].shutdown()
-        self._update_metadata()
+        if self._zk is None:
+            self._update_metadata()
+
+    def expire_session(self, broker_id: int) -> None:
+        """Expire a running broker's ZooKeeper session (it reconnects with a new one)."""
+        if self.embedded_zookeeper is None:
+            raise NotImplementedError("session expiry is injected on the embedded ZooKeeper")
+        session = self.brokers[broker_id].zookeeper
+        assert session is not None
+        self.embedded_zookeeper.expire_session(session.session_id)
+        _log.info("cluster.session_expired", broker=broker_id)
+
+    def isolate_broker(self, broker_id: int) -> None:
+        """Drop the fetches between this broker and its peers (its session stays up)."""
+        self._isolated.add(broker_id)
+        self.directory.drop = self._drop_isolated_fetch
+        _log.info("cluster.broker_isolated", broker=broker_id)
+
+    def heal_broker(self, broker_id: int) -> None:
+        self._isolated.discard(broker_id)
+        if not self._isolated:
+            self.directory.drop = None
+
+    def _drop_isolated_fetch(self, address: str, message: Any) -> bool:
+        payload = getattr(message, "payload", message)
+        if not isinstance(payload, FetchRequest | FetchResponse):
+            return False
+        sender = getattr(message, "sender", "")
+        ends = {_broker_of(address), _broker_of(sender)}
+        return len(ends) == 2 and None not in ends and bool(ends & self._isolated)
 
     def restart_broker(self, broker_id: int) -> Broker:
         """Start a stopped or killed broker from its data dir; it rejoins its partitions."""
@@ -246,6 +469,8 @@ class Cluster:
         broker = self._new_broker(broker_id).start()
         self.brokers[broker_id] = broker
         _log.info("cluster.broker_restarted", broker=broker_id)
+        if self._zk is not None:
+            return broker  # the controller sees it register and tells it what to do
         led, followed = [], []
         live = set(self.live_brokers())
         for key, state in sorted(self.partition_states.items()):
@@ -328,3 +553,10 @@ class Cluster:
                 f"broker {broker} did not answer within {self.request_timeout_s}s"
             ) from None
         return response
+
+
+def _broker_of(address: str) -> int | None:
+    parts = address.split("/")
+    if len(parts) >= 2 and parts[0] == "broker" and parts[1].isdigit():
+        return int(parts[1])
+    return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import pykka
@@ -24,6 +25,8 @@ class Directory:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._mailboxes: dict[str, Mailbox] = {}
+        # fault injection: a message for which this answers True is not delivered
+        self.drop: Callable[[str, Any], bool] | None = None
 
     def register(self, address: str, mailbox: Mailbox) -> None:
         with self._lock:
@@ -43,6 +46,9 @@ class Directory:
         """Deliver `message` to `address`; False when nobody (alive) is there."""
         mailbox = self._mailboxes.get(address)
         if mailbox is None:
+            return False
+        drop = self.drop
+        if drop is not None and drop(address, message):
             return False
         try:
             mailbox.tell(message)

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+from typing import Any
+
+from kazoo.exceptions import BadVersionError, NoNodeError
+
 from kafkactor import tracing
+from kafkactor.actors import zk_data
 from kafkactor.actors.base import TracedActor, handles
 from kafkactor.actors.directory import Directory
 from kafkactor.actors.high_watermarks import HighWatermarks
@@ -90,8 +96,12 @@ class PartitionActor(TracedActor):
         produce_purgatory: str,
         fetch_purgatory: str,
         high_watermarks: HighWatermarks | None = None,
+        zk: Any = None,
     ) -> None:
         super().__init__(address, directory, clock, broker)
+        self.zk = zk  # a kazoo-compatible client, or a holder with `.client`; None: no ZooKeeper
+        if zk is not None:
+            state.isr_guard = self._write_isr
         self.log = log
         self.state = state
         self.key = partition_key(state.topic, state.partition)
@@ -358,6 +368,54 @@ class PartitionActor(TracedActor):
                 follower_log_end_offsets=tuple(sorted(state.follower_log_end_offsets().items())),
             ),
         )
+
+    # -- ISR changes in ZooKeeper ---------------------------------------------------------------
+
+    def _write_isr(self, isr: tuple[int, ...]) -> bool:
+        """Kafka's Partition.updateIsr: a versioned set of the state znode, then a notification.
+
+        A version conflict (the controller changed the partition meanwhile) leaves the ISR as
+        it was; the controller's next LeaderAndIsr brings the new state.
+        """
+        state = self.state
+        client = getattr(self.zk, "client", self.zk)
+        path = zk_data.partition_state_path(state.topic, state.partition)
+        data = zk_data.LeaderIsrState(
+            leader=state.leader,
+            leader_epoch=state.leader_epoch,
+            isr=isr,
+            controller_epoch=state.controller_epoch,
+        ).encode()
+        try:
+            stat = client.set(path, data, version=state.zk_version)
+        except (BadVersionError, NoNodeError) as error:
+            self.log_event(
+                "partition.isr_update_failed",
+                topic=state.topic,
+                partition=state.partition,
+                isr=list(isr),
+                zk_version=state.zk_version,
+                error=type(error).__name__,
+            )
+            return False
+        except Exception as error:  # ZooKeeper unreachable or session gone
+            self.log_event(
+                "partition.isr_update_failed",
+                topic=state.topic,
+                partition=state.partition,
+                isr=list(isr),
+                error=repr(error),
+            )
+            return False
+        state.zk_version = stat.version
+        with contextlib.suppress(Exception):  # the ISR is written; the notice is best effort
+            client.create(
+                f"{zk_data.ISR_CHANGE_NOTIFICATION}/{zk_data.ISR_CHANGE_PREFIX}",
+                zk_data.encode_isr_change([(state.topic, state.partition)]),
+                sequence=True,
+                makepath=True,
+            )
+        return True
 
     # -- snapshots -------------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kafkactor.messages import ErrorCode
@@ -67,6 +68,12 @@ class PartitionState:
         self.assigned_replicas: tuple[int, ...] = ()
         self.isr: tuple[int, ...] = ()
         self.followers: dict[int, FollowerProgress] = {}
+        # Consulted before the leader changes the ISR (Kafka writes it to ZooKeeper first); a
+        # False answer (e.g. a znode version conflict) leaves the ISR as it was.
+        self.isr_guard: Callable[[tuple[int, ...]], bool] | None = None
+
+    def _may_change_isr(self, isr: tuple[int, ...]) -> bool:
+        return self.isr_guard is None or self.isr_guard(isr)
 
     @property
     def is_leader(self) -> bool:
@@ -136,8 +143,10 @@ class PartitionState:
         progress.last_fetch_ms = now_ms
         expanded = False
         if replica not in self.isr and fetch_offset >= self.high_watermark:
-            self.isr = (*self.isr, replica)
-            expanded = True
+            grown = (*self.isr, replica)
+            if self._may_change_isr(grown):
+                self.isr = grown
+                expanded = True
         advanced = self.maybe_increment_high_watermark(leader_log_end)
         return FollowerFetchOutcome(high_watermark_advanced=advanced, isr_expanded=expanded)
 
@@ -175,9 +184,13 @@ class PartitionState:
     def maybe_shrink_isr(self, now_ms: int, leader_log_end: int) -> tuple[int, ...]:
         """Drop the lagging followers from the ISR; the HW may then advance. Returns them."""
         lagging = self.out_of_sync_replicas(now_ms)
-        if lagging:
-            self.isr = tuple(r for r in self.isr if r not in lagging)
-            self.maybe_increment_high_watermark(leader_log_end)
+        if not lagging:
+            return ()
+        shrunk = tuple(r for r in self.isr if r not in lagging)
+        if not self._may_change_isr(shrunk):
+            return ()
+        self.isr = shrunk
+        self.maybe_increment_high_watermark(leader_log_end)
         return lagging
 
     def follower_log_end_offsets(self) -> dict[int, int]:

@@ -146,9 +146,11 @@ class ReplicaManagerActor(TracedActor):
         topic_configs: MutableMapping[str, LogConfig],
         logs: MutableMapping[str, Log],
         config: ReplicaManagerConfig | None = None,
+        zk: Any = None,
     ) -> None:
         super().__init__(address, directory, clock, broker)
         self.broker_id = broker
+        self.zk = zk  # leaders write ISR changes through it (None: no ZooKeeper)
         self.log_manager = log_manager
         self.high_watermarks = high_watermarks
         self.timer = timer
@@ -556,6 +558,7 @@ class ReplicaManagerActor(TracedActor):
             produce_purgatory=addresses.produce_purgatory(self.broker_id),
             fetch_purgatory=addresses.fetch_purgatory(self.broker_id),
             high_watermarks=self.high_watermarks,
+            zk=self.zk,
         )
         self.directory.register(address, ref)  # at once: messages follow before it runs
         replica = LocalReplica(topic=topic, partition=partition, address=address, ref=ref, log=log)

@@ -436,7 +436,7 @@ def test_produce_fails_with_not_leader_once_leadership_moves_kafka_2960(h: Harne
 # -- DelayedFetch ------------------------------------------------------------------------------
 
 
-def open_log(logs: dict[str, Log], tmp_path: Path, partition: int = 0, **config: int) -> Log:
+def open_log(logs: dict[str, Log], tmp_path: Path, partition: int = 0, **config: Any) -> Log:
     log = Log(tmp_path / f"t-{partition}", LogConfig(**config))
     logs[partition_key("t", partition)] = log
     return log

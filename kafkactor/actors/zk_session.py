@@ -1,0 +1,131 @@
+"""A broker's ZooKeeper session: registered on start, re-established after an expiry."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kazoo.exceptions import NodeExistsError
+from kazoo.protocol.states import KazooState
+
+from kafkactor.actors import zk_data
+from kafkactor.tracing import get_logger
+
+_log = get_logger("kafkactor.zookeeper")
+
+
+class ZooKeeperSession:
+    """What Kafka's ZkClient and KafkaHealthcheck do for a broker.
+
+    `start()` connects (through `connect`, which returns a started kazoo-compatible client) and
+    registers the broker's ephemeral `/brokers/ids/<id>`. When the session is lost (expired),
+    `on_lost` is called at once, and on a background thread a new session is made, the broker
+    registered again, and `on_started` called. `client` is always the current session's
+    client; `pause()` stops a session's heartbeats without closing it (a hung or crashed
+    broker: ZooKeeper expires it after its timeout), where the client supports that.
+    """
+
+    def __init__(
+        self,
+        broker_id: int,
+        connect: Callable[[], Any],
+        registration: Callable[[], bytes],
+        *,
+        on_lost: Callable[[], object] = lambda: None,
+        on_started: Callable[[], object] = lambda: None,
+    ) -> None:
+        self.broker_id = broker_id
+        self._connect = connect
+        self._registration = registration
+        self.on_lost = on_lost
+        self.on_started = on_started
+        self._client: Any = None
+        self._closed = threading.Event()
+        self.registration_timeout_s = 60.0
+        self._lock = threading.Lock()
+
+    @property
+    def client(self) -> Any:
+        return self._client
+
+    @property
+    def session_id(self) -> int:
+        return int(self._client.client_id[0])
+
+    def start(self) -> ZooKeeperSession:
+        self._open()
+        return self
+
+    def _open(self) -> None:
+        client = self._connect()
+        with self._lock:
+            self._client = client
+        client.add_listener(self._state_changed)
+        self._register(client)
+        _log.info("broker.registered", broker=self.broker_id, session=self.session_id)
+
+    def _register(self, client: Any) -> None:
+        """Create `/brokers/ids/<id>`; if an old session of this broker (a crash just before)
+        still holds it, wait for that session to expire, as Kafka's registration does."""
+        path = zk_data.broker_path(self.broker_id)
+        deadline = time.monotonic() + self.registration_timeout_s
+        while True:
+            try:
+                client.create(path, self._registration(), ephemeral=True, makepath=True)
+                return
+            except NodeExistsError:
+                if time.monotonic() > deadline:
+                    raise
+            gone = threading.Event()
+            if client.exists(path, watch=lambda _event, gone=gone: gone.set()) is not None:
+                gone.wait(max(0.0, deadline - time.monotonic()))
+
+    def _state_changed(self, state: Any) -> None:
+        if state != KazooState.LOST or self._closed.is_set():
+            return
+        self.on_lost()
+        threading.Thread(
+            target=self._reconnect, name=f"broker-{self.broker_id}-zk-reconnect", daemon=True
+        ).start()
+
+    def _reconnect(self) -> None:
+        old = self._client
+        try:
+            old.stop()
+            old.close()
+        except Exception:  # already gone
+            pass
+        if self._closed.is_set():
+            return
+        try:
+            self._open()
+        except Exception as error:
+            _log.error("broker.zk_reconnect_failed", broker=self.broker_id, error=repr(error))
+            return
+        self.on_started()
+
+    def pause(self) -> None:
+        """Stop heartbeating without closing the session (a crash, as ZooKeeper sees it)."""
+        self._closed.set()
+        pause = getattr(self._client, "pause_heartbeats", None)
+        if pause is not None:
+            pause()
+        else:  # a real ZooKeeper client cannot stop heartbeats alone: close the session
+            self._close_client()
+
+    def close(self) -> None:
+        """End the session (a clean shutdown: the registration goes at once)."""
+        self._closed.set()
+        self._close_client()
+
+    def _close_client(self) -> None:
+        client = self._client
+        if client is None:
+            return
+        try:
+            client.stop()
+            client.close()
+        except Exception:
+            pass
