@@ -134,7 +134,7 @@ def run_demo(
         timeline.append(line)
         print_fn(line)
 
-    with Cluster(3, config=config) as cluster:
+    with Cluster(3, config=config, session_timeout_ms=1500) as cluster:
         cluster.create_topic(
             TOPIC,
             partitions=PARTITIONS,

@@ -60,13 +60,20 @@ class ControllerRequestError(RuntimeError):
 class Cluster:
     """N brokers (ids 1..N) in one process on one `Directory`, each with its own data dir.
 
-    Until the controller takes over, the Cluster assigns replicas and leaders itself, through
-    the same `LeaderAndIsr` and `UpdateMetadata` requests a controller sends (controller epoch
-    1): `create_topic` spreads each partition's replicas over the brokers round-robin and makes
-    the first replica leader with the whole replica list as ISR. `kill_broker` stops a broker
-    as a crash (nothing flushed); `restart_broker` starts it again from its data dir (logs
-    recovered) and makes it follow the partitions it holds, or lead again (leader epoch + 1)
-    the ones it led. Leaders do not move on their own: that is the controller's job.
+    With `zookeeper="embedded"` (the default: the in-memory ZooKeeper model) or
+    `zookeeper="host:port"` (a real ZooKeeper, under a chroot of this cluster's own), brokers
+    register in ZooKeeper and elect a controller, which assigns leaders and moves them when a
+    broker fails (`docs/controller.md`); `session_timeout_ms` is the brokers' ZooKeeper session
+    timeout (Kafka's default, 6 s).
+
+    With `zookeeper=None` there is no controller: the Cluster assigns replicas and leaders
+    itself through the same `LeaderAndIsr` and `UpdateMetadata` requests (controller epoch
+    1) and leaders never move. `create_topic` spreads each partition's replicas over the
+    brokers round-robin and makes the first replica leader with the whole replica list as ISR.
+
+    `kill_broker` stops a broker as a crash (nothing flushed); `restart_broker` starts it again
+    from its data dir (logs recovered). Without ZooKeeper it then follows its partitions, or
+    leads again (leader epoch + 1, ISR = its live replicas) the ones it led.
     """
 
     def __init__(
@@ -77,7 +84,7 @@ class Cluster:
         clock: Clock | None = None,
         config: BrokerConfig | None = None,
         request_timeout_s: float = 10.0,
-        zookeeper: str | None = None,
+        zookeeper: str | None = "embedded",
         session_timeout_ms: int = 6000,
     ) -> None:
         if brokers < 1:

@@ -166,7 +166,7 @@ def manual_cluster(manual_clock: ManualClock) -> Iterator[Cluster]:
     """Kafka's default lag time (10 s: the ISR keeps a dead follower) on a ManualClock; a
     follower whose first fetch beat its leader's LeaderAndIsr backs off for only 10 ms."""
     config = BrokerConfig(replica=ReplicaManagerConfig(replica_fetch_backoff_ms=10))
-    with Cluster(3, clock=manual_clock, config=config) as started:
+    with Cluster(3, clock=manual_clock, config=config, zookeeper=None) as started:
         yield started
 
 

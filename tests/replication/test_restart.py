@@ -173,7 +173,7 @@ def test_a_crashed_follower_truncates_only_to_its_periodically_checkpointed_hw(
             high_watermark_checkpoint_interval_ms=100,
         )
     )
-    with Cluster(3, config=config) as cluster:
+    with Cluster(3, config=config, zookeeper=None) as cluster:
         cluster.create_topic(TOPIC, partitions=1, replication_factor=3, config=MIN_ISR_2)
         values = [f"v{i}".encode() for i in range(4)]
         cluster.producer(acks=-1).send_batch(TOPIC, values, partition=0).result(WAIT_S)
