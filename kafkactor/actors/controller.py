@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.protocol.states import EventType
 
 from kafkactor.actors import addresses, zk_data
 from kafkactor.actors.base import TracedActor, handles
@@ -124,8 +125,9 @@ class ControllerActor(TracedActor):
         self._take_over()
 
     def _watch_controller(self) -> None:
-        def gone(_event: Any) -> None:
-            self._tell_self(StandForElection())
+        def gone(event: Any) -> None:
+            if _is_change(event):
+                self._tell_self(StandForElection())
 
         if self._zk.exists(zk_data.CONTROLLER, watch=gone) is None:
             self._tell_self(StandForElection())  # it went away before the watch was set
@@ -188,8 +190,9 @@ class ControllerActor(TracedActor):
         self._on_isr_change(IsrChangeNotified())
 
     def _watch_children(self, path: str, event: Any) -> list[str]:
-        def changed(_event: Any) -> None:
-            self._tell_self(event)
+        def changed(watched: Any) -> None:
+            if _is_change(watched):
+                self._tell_self(event)
 
         children: list[str] = self._zk.get_children(path, watch=changed)
         return children
@@ -215,12 +218,18 @@ class ControllerActor(TracedActor):
                 continue
             fresh = {}
             for partition, replicas in assignment.items():
+                path = zk_data.partition_state_path(topic, partition)
                 try:
-                    state_data, stat = self._zk.get(zk_data.partition_state_path(topic, partition))
+                    state_data, stat = self._zk.get(path)
                 except NoNodeError:
                     fresh[partition] = replicas
                     continue
-                found = zk_data.LeaderIsrState.decode(topic, partition, state_data)
+                try:
+                    found = zk_data.LeaderIsrState.decode(topic, partition, state_data)
+                except zk_data.MalformedZnodeError as error:
+                    # Kafka would stop here; we leave that partition alone and go on
+                    self.log_event("controller.bad_partition_state", path=path, error=str(error))
+                    continue
                 self.state.load(
                     PartitionLeadership(
                         topic=topic,
@@ -441,3 +450,12 @@ class ControllerActor(TracedActor):
             "epoch": self.epoch,
             "live_brokers": sorted(self.state.live_brokers),
         }
+
+
+_CHANGES = frozenset({EventType.CREATED, EventType.DELETED, EventType.CHANGED, EventType.CHILD})
+
+
+def _is_change(event: Any) -> bool:
+    """A real change of a znode, not the NONE event a client gives its watchers when its
+    connection drops (that one says nothing about ZooKeeper's data)."""
+    return getattr(event, "type", None) in _CHANGES

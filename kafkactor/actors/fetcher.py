@@ -18,6 +18,7 @@ from kafkactor.messages.replication import (
     FetchPartition,
     FetchRequest,
     FetchResponse,
+    FetchTimedOut,
     FollowerAppended,
     RemoveFetcherPartitions,
     partition_key,
@@ -75,12 +76,14 @@ class ReplicaFetcherActor(TracedActor):
         self._in_flight: int | None = None
         self._appending: dict[int, str] = {}
         self._backoff: CallbackTask | None = None
+        self._deadline: CallbackTask | None = None
         self._failed = False
         self.fetches = 0
 
     def on_stop(self) -> None:
-        if self._backoff is not None:
-            self._backoff.cancel()
+        for task in (self._backoff, self._deadline):
+            if task is not None:
+                task.cancel()
         super().on_stop()
 
     # -- membership ------------------------------------------------------------------------------
@@ -136,6 +139,15 @@ class ReplicaFetcherActor(TracedActor):
             ),
             trace=TraceContext(tracing.new_id(), ""),  # each fetch is a trace of its own
         )
+        # Kafka's replica.socket.timeout.ms: an answer lost on the way must not stall the loop
+        if self._deadline is not None:
+            self._deadline.cancel()
+        timed_out = FetchTimedOut(correlation_id=correlation_id)
+        self._deadline = CallbackTask(
+            self.config.replica_fetch_wait_max_ms + self.config.replica_socket_timeout_ms,
+            lambda: self.directory.tell(self.address, timed_out),
+        )
+        self.timer.add(self._deadline)
 
     def _back_off(self) -> None:
         if self._backoff is not None:
@@ -152,11 +164,26 @@ class ReplicaFetcherActor(TracedActor):
         self._backoff = None
         self._maybe_fetch()
 
+    @handles(FetchTimedOut)
+    def _on_fetch_timed_out(self, event: FetchTimedOut) -> None:
+        if event.correlation_id != self._in_flight:
+            return  # answered meanwhile
+        self._in_flight = None
+        self.log_event("fetcher.timeout", leader=self.leader, correlation_id=event.correlation_id)
+        self._failed = True
+        self._maybe_fetch()
+
+    def _answered(self) -> None:
+        self._in_flight = None
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
     @handles(FetchResponse)
     def _on_fetch_response(self, response: FetchResponse) -> None:
         if response.correlation_id != self._in_flight:
             return
-        self._in_flight = None
+        self._answered()
         for data in response.partitions:
             key = partition_key(data.topic, data.partition)
             state = self.partitions.get(key)
@@ -213,7 +240,7 @@ class ReplicaFetcherActor(TracedActor):
     def _on_error(self, response: ErrorResponse) -> None:
         """The leader (or a local partition) could not be reached or failed the request."""
         if response.correlation_id == self._in_flight:
-            self._in_flight = None
+            self._answered()
             self.log_event(
                 "fetcher.error",
                 leader=self.leader,

@@ -69,6 +69,8 @@ class ReplicaManagerConfig:
     replica_fetch_min_bytes: int = 1  # replica.fetch.min.bytes
     replica_fetch_max_bytes: int = 1024 * 1024  # replica.fetch.max.bytes
     replica_fetch_backoff_ms: int = 1000  # replica.fetch.backoff.ms
+    # replica.socket.timeout.ms: a fetch unanswered this long after its max wait is given up
+    replica_socket_timeout_ms: int = 30_000
     high_watermark_checkpoint_interval_ms: int = 5000  # replica.high.watermark.checkpoint...
 
     def __post_init__(self) -> None:

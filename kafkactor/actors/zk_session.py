@@ -21,10 +21,10 @@ class ZooKeeperSession:
 
     `start()` connects (through `connect`, which returns a started kazoo-compatible client) and
     registers the broker's ephemeral `/brokers/ids/<id>`. When the session is lost (expired),
-    `on_lost` is called at once, and on a background thread a new session is made, the broker
-    registered again, and `on_started` called. `client` is always the current session's
-    client; `pause()` stops a session's heartbeats without closing it (a hung or crashed
-    broker: ZooKeeper expires it after its timeout), where the client supports that.
+    `on_lost` is called at once; the client opens a new session by itself (as kazoo does),
+    and then, on a thread of its own, the broker is registered again and `on_started` called.
+    `pause()` stops a session's heartbeats without closing it (a hung or crashed broker:
+    ZooKeeper expires it after its timeout), where the client supports that.
     """
 
     def __init__(
@@ -43,6 +43,7 @@ class ZooKeeperSession:
         self.on_started = on_started
         self._client: Any = None
         self._closed = threading.Event()
+        self._lost = False
         self.registration_timeout_s = 60.0
         self._lock = threading.Lock()
 
@@ -83,27 +84,27 @@ class ZooKeeperSession:
                 gone.wait(max(0.0, deadline - time.monotonic()))
 
     def _state_changed(self, state: Any) -> None:
-        if state != KazooState.LOST or self._closed.is_set():
-            return
-        self.on_lost()
-        threading.Thread(
-            target=self._reconnect, name=f"broker-{self.broker_id}-zk-reconnect", daemon=True
-        ).start()
-
-    def _reconnect(self) -> None:
-        old = self._client
-        try:
-            old.stop()
-            old.close()
-        except Exception:  # already gone
-            pass
+        """A kazoo client reconnects on its own after an expiry, with a new session: LOST,
+        then CONNECTED. Listeners must not call ZooKeeper, so registering again happens on a
+        thread of its own."""
         if self._closed.is_set():
             return
+        if state == KazooState.LOST:
+            self._lost = True
+            self.on_lost()
+        elif state == KazooState.CONNECTED and self._lost:
+            self._lost = False
+            threading.Thread(
+                target=self._register_again, name=f"broker-{self.broker_id}-zk", daemon=True
+            ).start()
+
+    def _register_again(self) -> None:
         try:
-            self._open()
+            self._register(self._client)
         except Exception as error:
-            _log.error("broker.zk_reconnect_failed", broker=self.broker_id, error=repr(error))
+            _log.error("broker.zk_register_failed", broker=self.broker_id, error=repr(error))
             return
+        _log.info("broker.registered", broker=self.broker_id, session=self.session_id)
         self.on_started()
 
     def pause(self) -> None:

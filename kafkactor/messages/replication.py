@@ -408,6 +408,13 @@ class FetchAgain:
     """A fetcher's backoff has passed: fetch again."""
 
 
+@message
+class FetchTimedOut:
+    """A fetcher's request got no answer within its max wait plus the socket timeout."""
+
+    correlation_id: int = 0
+
+
 # -- introspection -------------------------------------------------------------------------------
 
 
