@@ -126,13 +126,22 @@ class Cluster:
             self._update_metadata()
         else:
             self._wait_for(
-                lambda: (
-                    self.controller_id() is not None
-                    and sorted(self._registered_brokers()) == self.broker_ids
-                ),
-                "every broker registered and a controller elected",
+                lambda: sorted(self._controller_view()) == self.broker_ids,
+                "a controller that sees every broker registered",
             )
         return self
+
+    def _controller_view(self) -> list[int]:
+        """The live brokers as the elected controller actor sees them ([] while none acts)."""
+        controller = self.controller_id()
+        ref = self.directory.resolve(addresses.controller(controller)) if controller else None
+        if ref is None:
+            return []
+        try:
+            view: dict[str, Any] = ref.proxy().describe().get(timeout=self.request_timeout_s)  # type: ignore[attr-defined]
+        except Exception:  # stopping, or not the controller any more
+            return []
+        return list(view["live_brokers"]) if view["is_controller"] else []
 
     @property
     def uses_zookeeper(self) -> bool:
