@@ -326,10 +326,7 @@ class Cluster:
             )
         if config is not None:
             self.topic_configs[name] = config
-        assignment = {
-            p: tuple(live[(p + r) % len(live)] for r in range(replication_factor))
-            for p in range(partitions)
-        }
+        assignment = _assign(live, partitions, replication_factor)
         states = []
         for p, replicas in assignment.items():
             state = PartitionLeaderState(
@@ -343,13 +340,7 @@ class Cluster:
             )
             self.partition_states[(name, p)] = state
             states.append(state)
-        _log.info(
-            "cluster.topic_created",
-            topic=name,
-            partitions=partitions,
-            replication_factor=replication_factor,
-            assignment={str(p): list(r) for p, r in assignment.items()},
-        )
+        _log_topic_created(name, assignment)
         self._leader_and_isr(states)
         self._update_metadata()
         return assignment
@@ -366,10 +357,7 @@ class Cluster:
             raise TopicExistsError(f"topic {name!r} already exists")
         effective = config if config is not None else LogConfig()
         self.topic_configs[name] = effective
-        assignment = {
-            p: tuple(live[(p + r) % len(live)] for r in range(replication_factor))
-            for p in range(partitions)
-        }
+        assignment = _assign(live, partitions, replication_factor)
         config_path = zk_data.topic_config_path(name)
         config_data = zk_data.encode_topic_config(effective)
         if self._zk.exists(config_path) is None:
@@ -382,13 +370,7 @@ class Cluster:
             )
         except NodeExistsError:
             raise TopicExistsError(f"topic {name!r} already exists") from None
-        _log.info(
-            "cluster.topic_created",
-            topic=name,
-            partitions=partitions,
-            replication_factor=replication_factor,
-            assignment={str(p): list(r) for p, r in assignment.items()},
-        )
+        _log_topic_created(name, assignment)
         self._wait_for(
             lambda: all(self._is_led(name, p) for p in assignment),
             f"leaders for every partition of {name!r}",
@@ -576,3 +558,23 @@ def _broker_of(address: str) -> int | None:
     if len(parts) >= 2 and parts[0] == "broker" and parts[1].isdigit():
         return int(parts[1])
     return None
+
+
+def _assign(
+    live: list[int], partitions: int, replication_factor: int
+) -> dict[int, tuple[int, ...]]:
+    """Partition p's replicas are live[(p + r) % n]: leaders spread round-robin."""
+    return {
+        p: tuple(live[(p + r) % len(live)] for r in range(replication_factor))
+        for p in range(partitions)
+    }
+
+
+def _log_topic_created(name: str, assignment: dict[int, tuple[int, ...]]) -> None:
+    _log.info(
+        "cluster.topic_created",
+        topic=name,
+        partitions=len(assignment),
+        replication_factor=len(next(iter(assignment.values()))),
+        assignment={str(p): list(r) for p, r in assignment.items()},
+    )
