@@ -15,6 +15,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from kafkactor import zk_model
@@ -432,12 +433,26 @@ class Cluster:
             self._update_metadata()
 
     def expire_session(self, broker_id: int) -> None:
-        """Expire a running broker's ZooKeeper session (it reconnects with a new one)."""
-        if self.embedded_zookeeper is None:
-            raise NotImplementedError("session expiry is injected on the embedded ZooKeeper")
+        """Expire a running broker's ZooKeeper session (it reconnects with a new one).
+
+        On a real server this is the classic trick: a second connection with the same session
+        id and password takes the session over and closes it.
+        """
         session = self.brokers[broker_id].zookeeper
-        assert session is not None
-        self.embedded_zookeeper.expire_session(session.session_id)
+        if session is None:
+            raise RuntimeError("this cluster runs without ZooKeeper")
+        if self.embedded_zookeeper is not None:
+            self.embedded_zookeeper.expire_session(session.session_id)
+        else:
+            session_id, password = session.client.client_id
+            twin = KazooClient(
+                hosts=self._zk_hosts,
+                client_id=(session_id, password),
+                timeout=self.session_timeout_ms / 1000,
+            )
+            twin.start(timeout=self.request_timeout_s)
+            twin.stop()
+            twin.close()
         _log.info("cluster.session_expired", broker=broker_id)
 
     def isolate_broker(self, broker_id: int) -> None:

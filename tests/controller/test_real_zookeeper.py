@@ -120,3 +120,25 @@ def test_controller_whose_session_expired_makes_no_decision_before_resigning_on_
     acted, resign = deposed_controller_actions(events, seen, old, old_epoch)
     assert acted == [], f"the deposed controller acted after its session expired: {acted}"
     assert resign["reason"] == "ZooKeeper session lost"
+
+
+def test_cluster_expires_a_broker_session_on_a_real_zookeeper(real_cluster: Cluster) -> None:
+    cluster = real_cluster
+    controller = settled_controller(cluster)
+    follower = next(b for b in (1, 2, 3) if b != controller)
+    session = cluster.brokers[follower].zookeeper
+    assert session is not None
+    before = session.session_id
+
+    cluster.expire_session(follower)
+
+    # the broker's client gets a new session and the broker registers again
+    wait_until(
+        lambda: session.client.client_id is not None and session.session_id != before,
+        message="a new session for the expired broker",
+    )
+    wait_until(
+        lambda: registered_brokers(cluster) == [1, 2, 3],
+        message="the broker to register again",
+    )
+    settled_controller(cluster)
