@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from kafkactor import __version__
 
@@ -92,6 +95,80 @@ def _cmd_timer_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
+    return value
+
+
+def _open_events(path: str) -> contextlib.AbstractContextManager[BinaryIO]:
+    if path == "-":
+        return contextlib.nullcontext(sys.stdin.buffer)
+    return Path(path).open("rb")
+
+
+def _cmd_trace(args: argparse.Namespace) -> int:
+    from kafkactor import trace
+
+    def warn(message: str) -> None:
+        print(f"kafkactor trace: {message}", file=sys.stderr)
+
+    report = trace.ReadReport()
+    keep = None
+    if args.trace_id is not None:
+        wanted = args.trace_id.strip().lower()
+
+        def keep(trace_id: str) -> bool:
+            return trace_id.lower().startswith(wanted)
+
+    try:
+        with _open_events(args.events) as events:
+            traces = trace.build_traces(trace.iter_events(events, report), report=report, keep=keep)
+    except OSError as error:
+        warn(f"cannot read {args.events}: {error.strerror or error}")
+        return 2
+    for message in report.warnings():
+        warn(f"warning: {message}")
+    if report.read_error is not None and report.events == 0:
+        return 2  # nothing readable at all: a directory, a device that fails
+    slowest = args.slowest
+    if args.mermaid and slowest is None and args.trace_id is None:
+        slowest = 1
+    chosen = trace.select_traces(
+        traces, trace_id=args.trace_id, request=args.request, slowest=slowest
+    )
+    if not chosen:
+        name = "stdin" if args.events == "-" else args.events
+        warn(
+            trace.no_match_message(
+                traces, source=name, trace_id=args.trace_id, request=args.request
+            )
+        )
+        return 1
+    try:
+        if args.mermaid:
+            print("\n\n".join(trace.render_mermaid(t) for t in chosen))
+        elif slowest is not None or args.trace_id is not None:
+            print("\n\n".join(trace.render_tree(t) for t in chosen))
+        else:
+            matching = trace.select_traces(traces, request=args.request)
+            which = f"{args.request} " if args.request else ""
+            print(
+                f"{len(matching)} {which}trace{'' if len(matching) == 1 else 's'} in "
+                f"{args.events}; the {min(len(matching), trace.SUMMARY_LIMIT)} slowest:"
+            )
+            print(trace.render_summary(matching))
+        sys.stdout.flush()
+    except BrokenPipeError:  # `kafkactor trace ... | head`: the reader has seen enough
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kafkactor",
@@ -126,6 +203,40 @@ def build_parser() -> argparse.ArgumentParser:
         "--early", type=float, default=0.9, help="fraction of requests completed before timeout"
     )
     demo.set_defaults(func=_cmd_timer_demo)
+
+    tracer = commands.add_parser(
+        "trace",
+        help="rebuild each request's causal tree from an event log",
+        description=(
+            "Rebuild each request's causal tree from the spans of an event log (msg.send / "
+            "msg.recv, state events under the hop that caused them). Without --trace-id or "
+            "--slowest, print a table of the 20 slowest traces. A broken or truncated log is "
+            "read up to the damage, with a warning. Exit codes: 0 ok, 1 no trace matched, "
+            "2 usage or unreadable file."
+        ),
+    )
+    tracer.add_argument("events", metavar="EVENTS", help="the JSON-lines event log ('-': stdin)")
+    tracer.add_argument(
+        "--trace-id",
+        metavar="ID",
+        help="print the tree of this trace (or of every trace whose id starts so)",
+    )
+    tracer.add_argument(
+        "--slowest", metavar="N", type=_positive_int, help="print the trees of the N slowest traces"
+    )
+    tracer.add_argument(
+        "--request",
+        metavar="KIND",
+        help="only requests of this kind: produce, fetch, metadata, ... (Kafka's request name) "
+        "or the message type (ProduceRequest)",
+    )
+    tracer.add_argument(
+        "--mermaid",
+        action="store_true",
+        help="print Mermaid sequence diagrams instead of trees (of the slowest trace when "
+        "neither --trace-id nor --slowest is given)",
+    )
+    tracer.set_defaults(func=_cmd_trace)
     return parser
 
 
