@@ -87,6 +87,8 @@ def _produce_loop(
         producer.send_batch(TOPIC, values, partition=partition).add_done_callback(done)
         partition = (partition + 1) % PARTITIONS
         time.sleep(0.002)  # a steady trickle, not a flood: the demo is for watching
+    for _ in range(in_flight):  # wait for the answers still out (bounded by the timeout)
+        slots.acquire(timeout=10)
 
 
 def _drain(consumer: Consumer, consumed: set[tuple[int, int]], acked: set[tuple[int, int]]) -> int:
@@ -202,7 +204,7 @@ def run_demo(
         for thread in threads:
             thread.join(10)
         for producer in producers:
-            producer.close()  # waits for nothing more; in-flight answers already came back
+            producer.close()  # every answer is in: the producer threads waited for them
         # Read everything the HW exposes, then compare with what was acknowledged.
         reader.join(5)
         acked = set().union(*(s.acked_offsets for s in stats))

@@ -331,10 +331,8 @@ class PurgatoryActor(TracedActor):
         operation.trace = self.trace_context
         completed = self.purgatory.try_complete_else_watch(operation, request.keys)
         if tracing.is_enabled():
-            _log.info(
+            self.log_event(
                 "purgatory.watch" if not completed else "purgatory.complete",
-                actor=self.address,
-                broker=self.broker,
                 purgatory=self.purgatory.name,
                 operation_id=operation.operation_id,
                 keys=list(request.keys),
@@ -348,10 +346,8 @@ class PurgatoryActor(TracedActor):
         completed = self.purgatory.check_and_complete(event.key)
         self.purgatory.maybe_purge()
         if completed and tracing.is_enabled():
-            _log.info(
+            self.log_event(
                 "purgatory.complete",
-                actor=self.address,
-                broker=self.broker,
                 purgatory=self.purgatory.name,
                 key=event.key,
                 completed=completed,

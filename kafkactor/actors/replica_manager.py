@@ -520,7 +520,11 @@ class ReplicaManagerActor(TracedActor):
                         )
                     )
         for leader, partitions in follow.items():
-            self._fetcher(leader).tell(AddFetcherPartitions(partitions=tuple(partitions)))
+            self._fetcher(leader)
+            self.send(
+                addresses.fetcher(self.broker_id, leader),
+                AddFetcherPartitions(partitions=tuple(partitions)),
+            )
             for p in partitions:
                 self.fetcher_of[partition_key(p.topic, p.partition)] = leader
         self.reply(
@@ -599,10 +603,11 @@ class ReplicaManagerActor(TracedActor):
             ref.stop(block=True, timeout=10)
             return
         replica = self.replicas[key]
-        ref.tell(
+        self.send(
+            addresses.fetcher(self.broker_id, leader),
             RemoveFetcherPartitions(
                 partitions=(TopicPartitionRef(topic=replica.topic, partition=replica.partition),)
-            )
+            ),
         )
 
     # -- controller: stop replica ------------------------------------------------------------------
