@@ -124,10 +124,13 @@ class TracedActor(pykka.ThreadingActor):
     def on_failure(self, exception_type: Any, exception_value: Any, traceback: Any) -> None:
         self.directory.unregister(self.address, self.actor_ref)
         if tracing.is_enabled():
+            current = self._current
             _log.error(
                 "actor.error",
                 actor=self.address,
                 broker=self.broker,
+                trace_id=current.trace_id if current is not None else "",
+                parent_span_id=current.span_id if current is not None else "",
                 error=repr(exception_value),
                 fatal=True,
             )
@@ -173,10 +176,13 @@ class TracedActor(pykka.ThreadingActor):
 
     def _handler_failed(self, payload: Any, error: Exception) -> None:
         if tracing.is_enabled():
+            current = self._current
             _log.error(
                 "actor.error",
                 actor=self.address,
                 broker=self.broker,
+                trace_id=current.trace_id if current is not None else "",
+                parent_span_id=current.span_id if current is not None else "",
                 msg_type=type(payload).__name__,
                 error=repr(error),
                 exc_info=error,
@@ -227,6 +233,8 @@ class TracedActor(pykka.ThreadingActor):
                 to=address,
                 msg_type=type(payload).__name__,
                 trace_id=envelope.trace_id,
+                span_id=envelope.span_id,
+                parent_span_id=envelope.parent_span_id,
             )
         if isinstance(payload, Request) and payload.reply_to and payload.reply_to != address:
             self.send(

@@ -203,7 +203,12 @@ class LogManager:
                 scheduler=self.scheduler,
             )
             self._logs[tp] = log
-            _log.info("log_manager.created", topic=tp.topic, partition=tp.partition)
+            _log.info(
+                "log_manager.created",
+                data_dir=str(self.data_dir),
+                topic=tp.topic,
+                partition=tp.partition,
+            )
             return log
 
     def delete_log(self, tp: TopicPartition) -> None:
