@@ -22,9 +22,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from kafkactor.demo import run_demo
 
     print(
-        f"kafkactor demo: 3 brokers in this process, a topic with RF 3 and min ISR 2, an "
-        f"acks=all and an acks=1 producer, a long-poll consumer; broker 3 crashes at "
-        f"{args.seconds / 3:.0f}s and comes back at {2 * args.seconds / 3:.0f}s",
+        f"kafkactor demo: 3 brokers in this process on an embedded ZooKeeper, a topic with RF 3 "
+        f"and min ISR 2, an acks=all and an acks=1 producer, a long-poll consumer; a partition "
+        f"leader crashes at {args.seconds / 3:.0f}s and comes back at "
+        f"{2 * args.seconds / 3:.0f}s",
         flush=True,
     )
     result = run_demo(seconds=args.seconds, events_path=Path(args.events), batch=args.batch)
@@ -35,22 +36,42 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         print(
             f"  {name:8s} records acked {stats.acked:7d}   latency p50 "
             f"{stats.percentile(0.5):6.1f} ms  p99 {stats.percentile(0.99):6.1f} ms   "
-            f"errors: {errors}"
+            f"errors: {errors}   acknowledged but lost: {result.missing_by_acks[stats.acks]}"
         )
-    print(f"  consumed {result.consumed} records; acknowledged but missing: {result.missing_acked}")
+    print(f"  consumed {result.consumed} records")
+    if result.missing_by_acks.get(1):
+        print(
+            "  (acks=1 records are acknowledged by the leader alone: those it had not replicated"
+            " when it crashed are gone, as in Kafka. acks=all loses none.)"
+        )
     interesting = [
+        "controller.elected",
+        "controller.leader_elected",
         "partition.isr_shrink",
         "partition.isr_expand",
         "partition.truncate",
         "purgatory.expire",
         "broker.crash",
-        "broker.start",
     ]
     print(
         f"  event log {result.events_path}: {sum(result.events.values())} events; "
         + ", ".join(f"{name} {result.events[name]}" for name in interesting)
     )
+    _print_slowest_produce(result.events_path)
     return 1 if result.missing_acked else 0
+
+
+def _print_slowest_produce(path: Path) -> None:
+    from kafkactor import trace
+
+    with path.open("rb") as lines:
+        traces = trace.build_traces(trace.iter_events(lines))
+    slowest = trace.select_traces(traces, trace_id=None, request="produce", slowest=1)
+    if slowest:
+        print()
+        print(f"  the slowest produce request (`kafkactor trace {path} --request produce`):")
+        for line in trace.render_tree(slowest[0]).splitlines():
+            print(f"    {line}")
 
 
 def _cmd_timer_demo(args: argparse.Namespace) -> int:
@@ -181,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     version.set_defaults(func=_cmd_version)
 
     demo = commands.add_parser(
-        "demo", help="run the demo topology: 3 brokers, acks=all and acks=1, a follower crash"
+        "demo", help="run the demo topology: 3 brokers, acks=all and acks=1, a leader crash"
     )
     demo.add_argument("--seconds", type=float, default=12.0, help="how long to run")
     demo.add_argument(
