@@ -144,10 +144,6 @@ class Cluster:
             return []
         return list(view["live_brokers"]) if view["is_controller"] else []
 
-    @property
-    def uses_zookeeper(self) -> bool:
-        return self.zookeeper is not None
-
     def _start_zookeeper(self) -> None:
         if self.zookeeper == "embedded":
             # ZooKeeper allows session timeouts of 2 to 20 ticks

@@ -179,7 +179,7 @@ class Consumer:
     @staticmethod
     def _records(data: FetchPartitionData, position: int) -> list[ConsumerRecord]:
         out = []
-        for batch in iter_batches(data.records, deep=True):
+        for batch in iter_batches(data.records):  # records() checks the framing
             for record in batch.records():
                 if record.offset >= position:
                     out.append(

@@ -18,6 +18,7 @@ from kafkactor.actors.controller_state import (
     PartitionLeadership,
 )
 from kafkactor.actors.directory import Directory
+from kafkactor.actors.zk_session import ZooKeeperSession
 from kafkactor.messages import Response
 from kafkactor.messages.controller import (
     BrokersChanged,
@@ -33,6 +34,7 @@ from kafkactor.messages.replication import (
     PartitionLeaderState,
     UpdateMetadata,
 )
+from kafkactor.storage import LogConfig
 from kafkactor.timer import Clock
 
 WRITE_ATTEMPTS = 5  # versioned writes of a partition state retried after a conflict
@@ -69,7 +71,7 @@ class ControllerActor(TracedActor):
         clock: Clock,
         broker: int,
         *,
-        zk: Any,
+        zk: ZooKeeperSession,
     ) -> None:
         super().__init__(address, directory, clock, broker)
         self.broker_id = broker
@@ -82,8 +84,8 @@ class ControllerActor(TracedActor):
 
     @property
     def _zk(self) -> Any:
-        """The current client (a broker's session holder swaps it after an expiry)."""
-        return getattr(self.zk, "client", self.zk)
+        """The broker session's current client."""
+        return self.zk.client
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -245,12 +247,10 @@ class ControllerActor(TracedActor):
             changes += self.state.add_topic(topic, fresh, unclean=unclean)
         return changes
 
-    def _topic_config(self, topic: str) -> Any:
+    def _topic_config(self, topic: str) -> LogConfig:
         try:
             data, _ = self._zk.get(zk_data.topic_config_path(topic))
         except NoNodeError:
-            from kafkactor.storage import LogConfig
-
             return LogConfig()
         return zk_data.decode_topic_config(topic, data)
 

@@ -43,10 +43,6 @@ class HighWatermarks:
             self._offsets.pop(tp, None)
             self._loaded.pop(tp, None)
 
-    def get(self, tp: TopicPartition) -> int | None:
-        with self._lock:
-            return self._offsets.get(tp)
-
     def checkpoint(self) -> dict[TopicPartition, int]:
         """Write every known HW (atomically: temp file, fsync, rename); returns what it wrote.
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any
 
 from kazoo.exceptions import BadVersionError, NoNodeError
 
@@ -13,6 +12,7 @@ from kafkactor.actors.base import TracedActor, handles
 from kafkactor.actors.directory import Directory
 from kafkactor.actors.high_watermarks import HighWatermarks
 from kafkactor.actors.partition_state import PartitionState
+from kafkactor.actors.zk_session import ZooKeeperSession
 from kafkactor.messages import ErrorCode
 from kafkactor.messages.replication import (
     AppendAsFollower,
@@ -96,10 +96,10 @@ class PartitionActor(TracedActor):
         produce_purgatory: str,
         fetch_purgatory: str,
         high_watermarks: HighWatermarks | None = None,
-        zk: Any = None,
+        zk: ZooKeeperSession | None = None,
     ) -> None:
         super().__init__(address, directory, clock, broker)
-        self.zk = zk  # a kazoo-compatible client, or a holder with `.client`; None: no ZooKeeper
+        self.zk = zk  # the broker's ZooKeeper session; None: no ZooKeeper
         if zk is not None:
             state.isr_guard = self._write_isr
         self.log = log
@@ -378,7 +378,8 @@ class PartitionActor(TracedActor):
         it was; the controller's next LeaderAndIsr brings the new state.
         """
         state = self.state
-        client = getattr(self.zk, "client", self.zk)
+        assert self.zk is not None  # the guard is only installed with a session
+        client = self.zk.client
         path = zk_data.partition_state_path(state.topic, state.partition)
         data = zk_data.LeaderIsrState(
             leader=state.leader,

@@ -17,6 +17,7 @@ from kafkactor.actors.fetcher import ReplicaFetcherActor
 from kafkactor.actors.high_watermarks import HighWatermarks
 from kafkactor.actors.partition import PartitionActor
 from kafkactor.actors.partition_state import PartitionState
+from kafkactor.actors.zk_session import ZooKeeperSession
 from kafkactor.messages import ErrorCode, ErrorResponse, Request, Response
 from kafkactor.messages.purgatory import DelayOperation
 from kafkactor.messages.replication import (
@@ -148,7 +149,7 @@ class ReplicaManagerActor(TracedActor):
         topic_configs: MutableMapping[str, LogConfig],
         logs: MutableMapping[str, Log],
         config: ReplicaManagerConfig | None = None,
-        zk: Any = None,
+        zk: ZooKeeperSession | None = None,
     ) -> None:
         super().__init__(address, directory, clock, broker)
         self.broker_id = broker
@@ -280,22 +281,12 @@ class ReplicaManagerActor(TracedActor):
         responses: dict[str, Response],
     ) -> None:
         statuses: list[ProducePartitionStatus] = []
-        results: list[ProducePartitionResult] = []
-        waiting = False
         for part in request.partitions:
             key = partition_key(part.topic, part.partition)
+            response = responses.get(key)
             if key in early:
-                result = early[key]
-                statuses.append(
-                    ProducePartitionStatus(
-                        topic=part.topic, partition=part.partition, error_code=result.error_code
-                    )
-                )
-                results.append(result)
-                continue
-            response = responses[key]
-            if isinstance(response, AppendResult) and response.error_code is ErrorCode.NONE:
-                waiting = True
+                error = early[key].error_code
+            elif isinstance(response, AppendResult) and response.error_code is ErrorCode.NONE:
                 statuses.append(
                     ProducePartitionStatus(
                         topic=part.topic,
@@ -304,25 +295,22 @@ class ReplicaManagerActor(TracedActor):
                         base_offset=response.first_offset,
                     )
                 )
-                results.append(
-                    ProducePartitionResult(
-                        topic=part.topic,
-                        partition=part.partition,
-                        base_offset=response.first_offset,
-                    )
-                )
+                continue
             else:
                 error = getattr(response, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR)
-                statuses.append(
-                    ProducePartitionStatus(
-                        topic=part.topic, partition=part.partition, error_code=error
-                    )
-                )
-                results.append(
-                    ProducePartitionResult(
-                        topic=part.topic, partition=part.partition, error_code=error
-                    )
-                )
+            statuses.append(
+                ProducePartitionStatus(topic=part.topic, partition=part.partition, error_code=error)
+            )
+        waiting = any(s.error_code is ErrorCode.NONE for s in statuses)
+        results = [
+            ProducePartitionResult(
+                topic=s.topic,
+                partition=s.partition,
+                error_code=s.error_code,
+                base_offset=s.base_offset,
+            )
+            for s in statuses
+        ]
         if request.acks != -1 or not waiting:
             self._answer_produce(request, results, trace=trace)
             return

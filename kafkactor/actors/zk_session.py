@@ -45,7 +45,6 @@ class ZooKeeperSession:
         self._closed = threading.Event()
         self._lost = False
         self.registration_timeout_s = 60.0
-        self._lock = threading.Lock()
 
     @property
     def client(self) -> Any:
@@ -61,8 +60,7 @@ class ZooKeeperSession:
 
     def _open(self) -> None:
         client = self._connect()
-        with self._lock:
-            self._client = client
+        self._client = client
         client.add_listener(self._state_changed)
         self._register(client)
         _log.info("broker.registered", broker=self.broker_id, session=self.session_id)
