@@ -52,8 +52,18 @@ def test_the_demo_survives_a_leader_crash_and_loses_no_acks_all_record(tmp_path:
     assert result.events["partition.isr_expand"] >= 1
     assert any("crashed" in line for line in lines)
     assert any("restarted" in line for line in lines)
-    for line in events.read_bytes().splitlines():
-        assert json.loads(line)["event"]  # every line is a JSON event
+    logged = [json.loads(line) for line in events.read_bytes().splitlines()]
+    assert all(event["event"] for event in logged)  # every line is a JSON event
+    failovers = [
+        e
+        for e in logged
+        if e["event"] == "controller.leader_elected"
+        and e["previous_leader"] is not None
+        and e["previous_leader"] >= 0
+        and e["leader"] >= 0
+        and e["leader"] != e["previous_leader"]
+    ]
+    assert failovers, "no partition moved from its crashed leader to a live one"
 
 
 @pytest.mark.timeout(90)
