@@ -81,6 +81,17 @@ MUST_SEE = frozenset(
         "log.roll",
         "log.truncated",
         "log.retention",
+        "log.flush",
+        "log.recovered",
+        "produce.request",
+        "produce.response",
+        "fetch.request",
+        "fetch.response",
+        "purgatory.purge",
+        "timer.add",
+        "timer.expire",
+        "partition.leo_advance",
+        "cluster.broker_healed",
     }
 )
 
@@ -100,12 +111,13 @@ NOT_EXERCISED = {
 # A follower long-polls for 300 ms; an unanswered fetch is given up 500 ms after that; a silent
 # follower leaves the ISR after 400 ms (the config of tests/controller/test_isr.py's LONG_POLL).
 LONG_POLL = BrokerConfig(
+    fetch_purgatory_purge_interval=5,  # purges often enough to be seen
     replica=ReplicaManagerConfig(
         replica_lag_time_max_ms=400,
         replica_fetch_wait_max_ms=300,
         replica_fetch_backoff_ms=50,
         replica_socket_timeout_ms=500,
-    )
+    ),
 )
 
 

@@ -458,9 +458,11 @@ class Cluster:
         _log.info("cluster.broker_isolated", broker=broker_id)
 
     def heal_broker(self, broker_id: int) -> None:
+        """Undo `isolate_broker`: fetches between this broker and its peers flow again."""
         self._isolated.discard(broker_id)
         if not self._isolated:
             self.directory.drop = None
+        _log.info("cluster.broker_healed", broker=broker_id)
 
     def _drop_isolated_fetch(self, address: str, message: Any) -> bool:
         payload = getattr(message, "payload", message)

@@ -315,7 +315,11 @@ class ControllerActor(TracedActor):
     @handles(LeaderAndIsrResponse)
     def _on_leader_and_isr_response(self, response: LeaderAndIsrResponse) -> None:
         if response.error_code:
-            self.log_event("controller.request_refused", error=response.error_code.name)
+            self.log_event(
+                "controller.request_refused",
+                error=response.error_code.name,
+                error_code=int(response.error_code),
+            )
 
     @handles(Response)
     def _on_response(self, _response: Response) -> None:

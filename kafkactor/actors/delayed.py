@@ -8,6 +8,7 @@ from typing import Any
 from kafkactor.actors.base import handles
 from kafkactor.actors.directory import Directory
 from kafkactor.actors.purgatory import PurgatoryActor, RequestOperation
+from kafkactor.actors.request_log import log_fetch_response, log_produce_response
 from kafkactor.messages import ErrorCode
 from kafkactor.messages.purgatory import DelayOperation
 from kafkactor.messages.replication import (
@@ -99,8 +100,32 @@ class DelayedProduce(RequestOperation):
                     log_append_time_ms=-1,
                 )
             )
+        log_produce_response(
+            self.actor,
+            acks=-1,
+            correlation_id=self.request.correlation_id,
+            results=results,
+            received_ms=self.spec.received_ms,
+            delayed=self.deadline_ms >= 0,
+            expired=self.expired,
+            trace=self.trace,
+        )
         self.respond(
             ProduceResponse(correlation_id=self.request.correlation_id, partitions=tuple(results))
+        )
+
+    def on_abort(self, error_code: ErrorCode) -> None:
+        log_produce_response(
+            self.actor,
+            acks=-1,
+            correlation_id=self.request.correlation_id,
+            results=[
+                ProducePartitionResult(topic=s.topic, partition=s.partition, error_code=error_code)
+                for s in self.spec.partitions
+            ],
+            received_ms=self.spec.received_ms,
+            delayed=self.deadline_ms >= 0,
+            trace=self.trace,
         )
 
 
@@ -174,8 +199,32 @@ class DelayedFetch(RequestOperation):
             self._read(key, wanted)
             for key, wanted in zip(self.keys, self.spec.partitions, strict=True)
         )
+        log_fetch_response(
+            self.actor,
+            replica_id=self.spec.replica_id,
+            correlation_id=self.request.correlation_id,
+            partitions=partitions,
+            received_ms=self.spec.received_ms,
+            delayed=self.deadline_ms >= 0,
+            expired=self.expired,
+            trace=self.trace,
+        )
         self.respond(
             FetchResponse(correlation_id=self.request.correlation_id, partitions=partitions)
+        )
+
+    def on_abort(self, error_code: ErrorCode) -> None:
+        log_fetch_response(
+            self.actor,
+            replica_id=self.spec.replica_id,
+            correlation_id=self.request.correlation_id,
+            partitions=[
+                FetchPartitionData(topic=p.topic, partition=p.partition, error_code=error_code)
+                for p in self.spec.partitions
+            ],
+            received_ms=self.spec.received_ms,
+            delayed=self.deadline_ms >= 0,
+            trace=self.trace,
         )
 
     def _read(self, key: str, wanted: FetchPartition) -> FetchPartitionData:

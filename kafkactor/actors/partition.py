@@ -127,6 +127,7 @@ class PartitionActor(TracedActor):
         if error is not ErrorCode.NONE:
             self.reply(request, self._append_failed(request, error, ""))
             return
+        previous_log_end = self.log.log_end_offset
         try:
             info = self.log.append_as_leader(request.records, state.leader_epoch)
         except (StorageError, ValueError) as failure:
@@ -149,6 +150,7 @@ class PartitionActor(TracedActor):
                 log_end_offset=log_end,
                 high_watermark=state.high_watermark,
             )
+            self._log_leo_advance("leader", previous_log_end, log_end)
         self.reply(
             request,
             AppendResult(
@@ -159,6 +161,17 @@ class PartitionActor(TracedActor):
                 append_time_ms=self.clock.now_ms(),
             ),
         )
+
+    def _log_leo_advance(self, role: str, previous: int, log_end: int) -> None:
+        if log_end > previous:
+            self.log_event(
+                "partition.leo_advance",
+                topic=self.state.topic,
+                partition=self.state.partition,
+                role=role,
+                log_end_offset=log_end,
+                previous_log_end_offset=previous,
+            )
 
     def _append_failed(self, request: AppendRecords, error: ErrorCode, reason: str) -> AppendResult:
         if tracing.is_enabled():
@@ -243,6 +256,7 @@ class PartitionActor(TracedActor):
             if request.truncate_to >= 0:
                 self._truncate(request.truncate_to, reason="offset out of range on the leader")
             if request.records:
+                previous_log_end = self.log.log_end_offset
                 self.log.append_as_follower(request.records)
         except (StorageError, ValueError) as failure:
             error, reason = storage_error_code(failure), str(failure)
@@ -259,6 +273,7 @@ class PartitionActor(TracedActor):
                 high_watermark=state.high_watermark,
                 bytes=len(request.records),
             )
+            self._log_leo_advance("follower", previous_log_end, log_end)
         self.reply(
             request,
             FollowerAppended(

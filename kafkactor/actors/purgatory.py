@@ -43,6 +43,8 @@ class DelayedOperation(TimerTask):
         self._purgatory: Purgatory | None = None
         self.owner = ""  # the address of the purgatory actor that owns it (for expirations)
         self.trace: TraceContext | None = None
+        self.deadline_ms = -1  # when its timeout falls due on the timer's clock, once timed
+        self.expired = False  # True when the timeout completed it (set before `on_complete`)
 
     def try_complete(self) -> bool:
         """Check the condition; when it holds, `force_complete()` and return its result."""
@@ -86,9 +88,15 @@ class DelayedOperation(TimerTask):
             self._try_lock.release()
 
     def expire(self) -> bool:
-        """The timeout: complete (unless already done), then `on_expiration`; True if it did."""
-        if not self.force_complete():
+        """The timeout: complete (unless already done), then `on_expiration`; True if it did.
+
+        `expired` is set before `on_complete` runs, so the completion logic can tell a timeout
+        from a satisfied condition.
+        """
+        if not self._mark_completed():
             return False
+        self.expired = True
+        self.on_complete()
         self.on_expiration()
         return True
 
@@ -108,10 +116,17 @@ class Purgatory:
     the estimated total exceeds the delayed count by `purge_interval` (KAFKA-664).
     """
 
-    def __init__(self, name: str, timer: Timer, purge_interval: int = 1000) -> None:
+    def __init__(
+        self,
+        name: str,
+        timer: Timer,
+        purge_interval: int = 1000,
+        on_purge: Callable[[int], None] | None = None,
+    ) -> None:
         self.name = name
         self.timer = timer
         self.purge_interval = purge_interval
+        self.on_purge = on_purge  # told how many entries each purge pass removed
         self._watchers: dict[Hashable, dict[DelayedOperation, None]] = {}
         self._delayed: dict[int, DelayedOperation] = {}
         self.estimated_total = 0
@@ -139,7 +154,9 @@ class Purgatory:
             return True
         if not operation.is_completed():
             self._delayed[operation.operation_id] = operation
-            self.timer.add(operation)
+            deadline_ms = self.timer.clock.now_ms() + operation.delay_ms
+            operation.deadline_ms = deadline_ms
+            self.timer.add_at(operation, deadline_ms)
             if operation.is_completed():  # completed meanwhile (e.g. by another thread): untime it
                 operation.cancel()
                 self._delayed.pop(operation.operation_id, None)
@@ -206,6 +223,8 @@ class Purgatory:
             if not watchers:
                 del self._watchers[key]
         self.purged += purged
+        if self.on_purge is not None:
+            self.on_purge(purged)
         return purged
 
     @property
@@ -242,8 +261,12 @@ class RequestOperation(DelayedOperation):
         """End the operation without completing it (e.g. on shutdown), answering the caller."""
         if not self._mark_completed():
             return False
+        self.on_abort(error_code)
         self.respond(ErrorResponse(error_code=error_code, message=reason))
         return True
+
+    def on_abort(self, error_code: ErrorCode) -> None:
+        """Called when `abort` ends the operation, before the caller is answered."""
 
 
 class DelayedAwaitValue(RequestOperation):
@@ -298,7 +321,7 @@ class PurgatoryActor(TracedActor):
         purge_interval: int = 1000,
     ) -> None:
         super().__init__(address, directory, clock, broker)
-        self.purgatory = Purgatory(name, timer, purge_interval)
+        self.purgatory = Purgatory(name, timer, purge_interval, on_purge=self._purged)
         self.values: dict[str, int] = {}
 
     @classmethod
@@ -338,6 +361,25 @@ class PurgatoryActor(TracedActor):
                 keys=list(request.keys),
                 delayed=self.purgatory.num_delayed,
                 watched_keys=self.purgatory.keys,  # O(1); `watched` walks every list
+            )
+            if operation.deadline_ms >= 0:
+                self.log_event(
+                    "timer.add",
+                    purgatory=self.purgatory.name,
+                    operation_id=operation.operation_id,
+                    delay_ms=operation.delay_ms,
+                    deadline_ms=operation.deadline_ms,
+                )
+
+    def _purged(self, purged: int) -> None:
+        if tracing.is_enabled():
+            purgatory = self.purgatory
+            self.log_event(
+                "purgatory.purge",
+                purgatory=purgatory.name,
+                purged=purged,
+                delayed=purgatory.num_delayed,
+                watched_keys=purgatory.keys,
             )
 
     @handles(KeyChanged)

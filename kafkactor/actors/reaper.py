@@ -15,6 +15,8 @@ from kafkactor.actors.purgatory import DelayedOperation
 from kafkactor.messages.purgatory import OperationsExpired
 from kafkactor.timer import Clock, ManualClock, SystemClock, Timer, TimerTask, run_inline
 
+_log = tracing.get_logger("kafkactor.reaper")
+
 # Kafka's ExpirationReaper polls the timer with a 200 ms timeout.
 REAPER_POLL_MS = 200
 
@@ -45,6 +47,8 @@ class ExpirationDelivery:
         if not isinstance(task, DelayedOperation) or not task.owner:
             run_inline(task)
             return
+        if tracing.is_enabled():
+            self._log_expire(task)
         batch = self._batch
         if batch is not None and self._batch_thread == threading.get_ident():
             owned = batch.get(task.owner)
@@ -54,6 +58,23 @@ class ExpirationDelivery:
                 owned.append(task)
             return
         self._send(task.owner, [task])
+
+    def _log_expire(self, operation: DelayedOperation) -> None:
+        now = self.clock.now_ms()
+        trace = operation.trace
+        purgatory = operation._purgatory
+        _log.info(
+            "timer.expire",
+            actor=self.address,
+            broker=self.broker,
+            trace_id=trace.trace_id if trace is not None else "",
+            parent_span_id=trace.parent_span_id if trace is not None else "",
+            purgatory=purgatory.name if purgatory is not None else "",
+            operation_id=operation.operation_id,
+            deadline_ms=operation.deadline_ms,
+            lateness_ms=now - operation.deadline_ms,
+            ts_ms=now,
+        )
 
     @contextmanager
     def batch(self) -> Iterator[None]:

@@ -17,6 +17,12 @@ from kafkactor.actors.fetcher import ReplicaFetcherActor
 from kafkactor.actors.high_watermarks import HighWatermarks
 from kafkactor.actors.partition import PartitionActor
 from kafkactor.actors.partition_state import PartitionState
+from kafkactor.actors.request_log import (
+    log_fetch_request,
+    log_fetch_response,
+    log_produce_request,
+    log_produce_response,
+)
 from kafkactor.actors.zk_session import ZooKeeperSession
 from kafkactor.messages import ErrorCode, ErrorResponse, Request, Response
 from kafkactor.messages.purgatory import DelayOperation
@@ -225,9 +231,12 @@ class ReplicaManagerActor(TracedActor):
 
     @handles(ProduceRequest)
     def _on_produce(self, request: ProduceRequest) -> None:
+        received_ms = self.clock.now_ms()
+        log_produce_request(self, request)
         if request.acks not in VALID_ACKS:
             self._answer_produce(
                 request,
+                received_ms,
                 [
                     ProducePartitionResult(
                         topic=p.topic,
@@ -260,12 +269,12 @@ class ReplicaManagerActor(TracedActor):
                 ),
             )
         if not appends:
-            self._answer_produce(request, [early[k] for k in early])
+            self._answer_produce(request, received_ms, [early[k] for k in early])
             return
         trace = self.trace_context
 
         def appended(responses: dict[str, Response]) -> None:
-            self._appended(request, trace, early, responses)
+            self._appended(request, received_ms, trace, early, responses)
 
         self._fan_out(
             {key: (replica.address, append) for key, (replica, append) in appends.items()},
@@ -276,6 +285,7 @@ class ReplicaManagerActor(TracedActor):
     def _appended(
         self,
         request: ProduceRequest,
+        received_ms: int,
         trace: TraceContext | None,
         early: dict[str, ProducePartitionResult],
         responses: dict[str, Response],
@@ -312,7 +322,7 @@ class ReplicaManagerActor(TracedActor):
             for s in statuses
         ]
         if request.acks != -1 or not waiting:
-            self._answer_produce(request, results, trace=trace)
+            self._answer_produce(request, received_ms, results, trace=trace)
             return
         keys = tuple(
             partition_key(s.topic, s.partition) for s in statuses if s.error_code is ErrorCode.NONE
@@ -322,7 +332,7 @@ class ReplicaManagerActor(TracedActor):
             DelayOperation(
                 reply_to=request.reply_to,
                 correlation_id=request.correlation_id,
-                operation=ProduceSpec(partitions=tuple(statuses)),
+                operation=ProduceSpec(partitions=tuple(statuses), received_ms=received_ms),
                 keys=keys,
                 timeout_ms=max(0, request.timeout_ms),
             ),
@@ -331,6 +341,7 @@ class ReplicaManagerActor(TracedActor):
     def _answer_produce(
         self,
         request: ProduceRequest,
+        received_ms: int,
         results: list[ProducePartitionResult],
         *,
         trace: TraceContext | None = None,
@@ -338,6 +349,15 @@ class ReplicaManagerActor(TracedActor):
     ) -> None:
         if request.acks == 0 and not force:
             return  # acks=0: the producer expects no response
+        log_produce_response(
+            self,
+            acks=request.acks,
+            correlation_id=request.correlation_id,
+            results=results,
+            received_ms=received_ms,
+            delayed=False,
+            trace=trace,
+        )
         self.reply(request, ProduceResponse(partitions=tuple(results)), trace=trace)
 
     def _leader_error(self, topic: str, partition: int, replica: LocalReplica | None) -> ErrorCode:
@@ -351,21 +371,22 @@ class ReplicaManagerActor(TracedActor):
 
     @handles(FetchRequest)
     def _on_fetch(self, request: FetchRequest) -> None:
+        received_ms = self.clock.now_ms()
+        log_fetch_request(self, request)
         if not request.partitions:
-            self.reply(request, FetchResponse())
+            self._answer_fetch(request, received_ms, ())
             return
         if any(p.max_bytes < 0 for p in request.partitions):
-            self.reply(
+            self._answer_fetch(
                 request,
-                FetchResponse(
-                    partitions=tuple(
-                        FetchPartitionData(
-                            topic=p.topic,
-                            partition=p.partition,
-                            error_code=ErrorCode.INVALID_FETCH_SIZE,
-                        )
-                        for p in request.partitions
+                received_ms,
+                tuple(
+                    FetchPartitionData(
+                        topic=p.topic,
+                        partition=p.partition,
+                        error_code=ErrorCode.INVALID_FETCH_SIZE,
                     )
+                    for p in request.partitions
                 ),
             )
             return
@@ -391,11 +412,25 @@ class ReplicaManagerActor(TracedActor):
                     replica_id=request.replica_id,
                     min_bytes=request.min_bytes,
                     partitions=request.partitions,
+                    received_ms=received_ms,
                 ),
                 keys=tuple(partition_key(p.topic, p.partition) for p in request.partitions),
                 timeout_ms=max(0, request.max_wait_ms),
             ),
         )
+
+    def _answer_fetch(
+        self, request: FetchRequest, received_ms: int, partitions: tuple[FetchPartitionData, ...]
+    ) -> None:
+        log_fetch_response(
+            self,
+            replica_id=request.replica_id,
+            correlation_id=request.correlation_id,
+            partitions=partitions,
+            received_ms=received_ms,
+            delayed=False,
+        )
+        self.reply(request, FetchResponse(partitions=partitions))
 
     # -- metadata --------------------------------------------------------------------------------
 

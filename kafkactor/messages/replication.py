@@ -369,6 +369,7 @@ class ProduceSpec:
 
     partitions: tuple[ProducePartitionStatus, ...] = ()
     append_time_ms: int = -1
+    received_ms: int = -1  # when the replica manager received the request (its latency base)
 
 
 @message
@@ -378,6 +379,7 @@ class FetchSpec:
     replica_id: int = CONSUMER_REPLICA_ID
     min_bytes: int = 1
     partitions: tuple[FetchPartition, ...] = ()
+    received_ms: int = -1  # when the replica manager received the request (its latency base)
 
 
 # -- replica fetchers ----------------------------------------------------------------------------

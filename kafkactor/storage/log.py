@@ -190,6 +190,7 @@ class Log:
     def _recover_from(self, recovery_point: int) -> None:
         first = self._floor_index(recovery_point)
         bases = self._bases[max(first, 0) :]
+        truncated_before = self.recovered_bytes_truncated
         for position, base in enumerate(bases):
             segment = self._segments[base]
             # A segment rebuilt while loading (missing or corrupt index) was recovered already;
@@ -210,6 +211,13 @@ class Log:
                 break
         self._active.index.resize(self.config.max_index_size)
         self._recovery_point = min(recovery_point, self.log_end_offset)
+        _log.info(
+            "log.recovered",
+            dir=str(self.dir),
+            log_end_offset=self.log_end_offset,
+            segments=len(bases),
+            bytes_truncated=self.recovered_bytes_truncated - truncated_before,
+        )
 
     # -- segments ------------------------------------------------------------------------------
 
@@ -489,7 +497,13 @@ class Log:
             new_end = offset if cut is None or cut.base_offset >= offset else cut.base_offset
             active.set_log_end(new_end)
             self._recovery_point = min(self._recovery_point, self.log_end_offset)
-            _log.info("log.truncated", dir=str(self.dir), offset=offset, log_end=new_end)
+            _log.info(
+                "log.truncated",
+                dir=str(self.dir),
+                offset=offset,
+                log_end=new_end,
+                log_end_offset=new_end,
+            )
             return True
 
     def _truncate_fully_and_start_at(self, offset: int) -> None:
@@ -512,12 +526,8 @@ class Log:
                 return
             truncations = self._truncations
             first = max(self._floor_index(self._recovery_point), 0)
-            fds = [
-                fd
-                for base in self._bases[first:]
-                if base < target
-                for fd in self._segments[base].dup_fds()
-            ]
+            segments = [self._segments[base] for base in self._bases[first:] if base < target]
+            fds = [fd for segment in segments for fd in segment.dup_fds()]
         try:
             for fd in fds:
                 os.fsync(fd)
@@ -530,6 +540,7 @@ class Log:
             self._recovery_point = max(self._recovery_point, min(target, self.log_end_offset))
             self._unflushed_records = 0
             self.last_flush_ms = self.clock.now_ms()
+        _log.info("log.flush", dir=str(self.dir), log_end_offset=target, segments=len(segments))
 
     def delete_old_segments(self) -> int:
         """Apply retention by age and by size; returns the number of segments deleted.

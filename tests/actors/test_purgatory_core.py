@@ -34,6 +34,7 @@ class FlagOperation(DelayedOperation):
         self.tries = 0
         self.calls: list[str] = []
         self.completed_at: list[int] = []
+        self.expired_at_completion: list[bool] = []
         self._calls_lock = threading.Lock()
 
     def try_complete(self) -> bool:
@@ -47,6 +48,7 @@ class FlagOperation(DelayedOperation):
         with self._calls_lock:
             self.calls.append("complete")
             self.completed_at.append(self.clock.now_ms())
+            self.expired_at_completion.append(self.expired)
 
     def on_expiration(self) -> None:
         with self._calls_lock:
@@ -179,6 +181,27 @@ def test_expires_at_its_timeout_and_not_a_tick_before(h: Harness) -> None:
 
     h.advance(10_000)
     assert op.calls == ["complete", "expire"]
+
+
+def test_a_timed_operation_knows_its_deadline_and_whether_its_timeout_completed_it(
+    h: Harness,
+) -> None:
+    h.advance(50)
+    timed_out, satisfied, at_once = h.op(200), h.op(200), h.op(200, ready=True)
+    assert h.watch(timed_out, "k") is False
+    assert h.watch(satisfied, "k") is False
+    assert h.watch(at_once, "k") is True
+    assert (timed_out.deadline_ms, satisfied.deadline_ms) == (250, 250)
+    assert at_once.deadline_ms == -1  # completed before it was timed
+
+    satisfied.ready = True
+    assert h.purgatory.check_and_complete("k") == 1
+    h.advance(200)
+
+    assert timed_out.expired_at_completion == [True]  # set before on_complete ran
+    assert satisfied.expired_at_completion == [False]
+    assert at_once.expired_at_completion == [False]
+    assert (timed_out.expired, satisfied.expired) == (True, False)
 
 
 @pytest.mark.parametrize("delay_ms", [1, 19, 20, 21, 399, 400, 401, 8_000, 160_001])
@@ -449,6 +472,24 @@ def test_purge_runs_once_completed_operations_exceed_the_purge_interval() -> Non
     assert h.purgatory.estimated_total == h.purgatory.num_delayed == 0
     assert h.purgatory.purged == 4
     assert all(op.calls == ["complete"] for op in ops)
+
+
+def test_each_purge_pass_is_reported_with_the_entries_it_removed() -> None:
+    h = Harness(purge_interval=1)
+    passes: list[int] = []
+    h.purgatory.on_purge = passes.append
+    ops = [h.op() for _ in range(3)]
+    for op in ops:
+        h.watch(op, "a", "b")
+    for op in ops:
+        op.ready = True
+    assert h.purgatory.check_and_complete("a") == 3
+    assert passes == []  # nothing purges until maybe_purge is asked
+
+    assert h.purgatory.maybe_purge() == 3  # the three stale entries under b
+    assert passes == [3]
+    assert h.purgatory.maybe_purge() == 0  # nothing counted since: no pass at all
+    assert passes == [3]
 
 
 def test_watching_a_new_operation_triggers_the_purge() -> None:

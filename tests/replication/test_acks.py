@@ -208,6 +208,17 @@ def test_acks_all_times_out_at_timeout_ms_and_not_before(
     assert (described.log_end_offset, described.high_watermark) == (2, 1)
     expired = events.named("purgatory.expire", actor=addresses.produce_purgatory(1))
     assert len(expired) == 1
+    # the request log: the timeout ended it exactly timeout_ms after the broker received it
+    (response,) = [
+        e for e in events.named("produce.response") if e["trace_id"] == expired[0]["trace_id"]
+    ]
+    assert response["outcome"] == "expired"
+    assert response["error_codes"] == [int(ErrorCode.REQUEST_TIMED_OUT)]
+    assert (response["acks"], response["latency_ms"], response["delayed"]) == (-1, 1_000, True)
+    (timed_out,) = events.named("timer.expire", operation_id=expired[0]["operation_id"])
+    assert timed_out["lateness_ms"] == 0  # the Reaper advanced the timer on the clock's move
+    (added,) = events.named("timer.add", operation_id=expired[0]["operation_id"])
+    assert added["deadline_ms"] == timed_out["deadline_ms"] == timed_out["ts_ms"]
 
 
 def test_acks_1_answers_after_the_leader_append_even_with_both_followers_dead(
@@ -262,7 +273,9 @@ def test_acks_0_producer_future_resolves_at_once_without_an_offset(cluster: Clus
 
 
 @pytest.mark.parametrize("acks", [2, -2, 3])
-def test_invalid_acks_are_refused_and_nothing_is_appended(cluster: Cluster, acks: int) -> None:
+def test_invalid_acks_are_refused_and_nothing_is_appended(
+    cluster: Cluster, acks: int, events: EventLog
+) -> None:
     cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
     client = Client("bad-acks", cluster.directory)
 
@@ -277,6 +290,14 @@ def test_invalid_acks_are_refused_and_nothing_is_appended(cluster: Cluster, acks
     assert error.error_code is ErrorCode.INVALID_REQUIRED_ACKS
     assert cluster.describe_partition(TOPIC, 0).log_end_offset == 0
     client.close()
+    # the request log has each refusal as an error answered at once, with the acks asked for
+    responses = events.named("produce.response", acks=acks)
+    assert len(responses) == 2
+    for response in responses:
+        assert response["outcome"] == "error"
+        assert response["error_codes"] == [int(ErrorCode.INVALID_REQUIRED_ACKS)]
+        assert response["delayed"] is False
+    assert len(events.named("produce.request", acks=acks)) == 2
 
 
 def test_acks_all_times_out_only_the_partition_that_cannot_reach_its_offset(

@@ -125,7 +125,9 @@ def test_poll_on_an_idle_partition_returns_empty_at_its_timeout(cluster: Cluster
     assert 0.29 <= elapsed < 2.0, elapsed
 
 
-def test_broker_answers_an_idle_fetch_empty_after_its_max_wait(cluster: Cluster) -> None:
+def test_broker_answers_an_idle_fetch_empty_after_its_max_wait(
+    cluster: Cluster, events: EventLog
+) -> None:
     cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
     client = Client("raw", cluster.directory)
 
@@ -137,3 +139,16 @@ def test_broker_answers_an_idle_fetch_empty_after_its_max_wait(cluster: Cluster)
     assert data.records == b""
     assert 0.29 <= elapsed < 2.0, elapsed  # the reaper polls the timer every 200 ms at most
     client.close()
+    # the request log calls it expired, not an error: a long poll's normal end
+    (response,) = [
+        e
+        for e in events.named("fetch.response", fetcher="consumer")
+        if e["actor"].startswith("broker/1/")
+    ]
+    assert (response["outcome"], response["error_codes"], response["bytes"]) == (
+        "expired",
+        [0],
+        0,
+    )
+    assert response["delayed"] is True
+    assert 300 <= response["latency_ms"] < 2_000
