@@ -6,7 +6,10 @@ Every message hop and state change is one JSON object per line with the common f
 on first use. structlog's configuration never changes after the first `configure`: where events
 go and whether they are written are looked up per event, so a logger cached by a module at
 import follows every later `configure`. With tracing off, hot paths skip building events
-altogether (`is_enabled()`), and anything else is dropped before rendering.
+altogether (`is_enabled()`), and anything else is dropped before rendering. A file sink takes
+lines in batches through a lock-free queue, so actor threads do not queue on one lock per
+event; `flush()` (or exit) writes what is pending, and a process killed outright loses at most
+the last batch.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import logging
 import random
 import sys
 import threading
+from collections import deque
 from collections.abc import MutableMapping
 from pathlib import Path
 from typing import IO, Any
@@ -30,6 +34,10 @@ SCHEMA_VERSION = 1
 _ids = random.Random()
 
 
+# A file sink gathers this many lines before one write; `flush()` and `close()` push the rest.
+_BATCH_LINES = 1024
+
+
 class _TracingState:
     """Where events go and whether they are written at all (one per process)."""
 
@@ -40,6 +48,10 @@ class _TracingState:
         self.sink: IO[bytes] | None = None
         self.owned_sink = False
         self.configured = False
+        # Lines waiting for a batched write to a file sink (`owned_sink`: opened by
+        # `configure(path=...)`). deque.append and popleft are atomic, so actor threads add
+        # lines without taking the lock.
+        self.pending: deque[bytes] = deque()
 
 
 _state = _TracingState()
@@ -63,13 +75,23 @@ def new_id() -> str:
 class _JsonLinesLogger:
     """structlog's final logger: writes each rendered event as one line to the current sink.
 
-    Writes are serialised (every actor thread logs) and buffered by the sink: `flush()` or
-    `close()` pushes them out, as does exit.
+    To a stream, each line is written at once, under the lock (tests read streams as the
+    system runs). To a file, lines gather in a lock-free queue and go out in batches of
+    `_BATCH_LINES`, one write each, so actor threads rarely meet on the lock; `flush()` or
+    `close()` pushes the rest out, as does exit. Lines stay in the order they were logged.
     """
 
     def msg(self, message: bytes) -> None:
-        with _state.lock:
-            sink = _state.sink
+        state = _state
+        if state.owned_sink:
+            pending = state.pending
+            pending.append(message)
+            if len(pending) >= _BATCH_LINES:
+                with state.lock:
+                    _write_pending(state)
+            return
+        with state.lock:
+            sink = state.sink
             if sink is not None:
                 sink.write(message + b"\n")
 
@@ -79,22 +101,33 @@ class _JsonLinesLogger:
 _LOGGER = _JsonLinesLogger()
 
 
+def _write_pending(state: _TracingState) -> None:
+    """Write the queued lines to the sink as one chunk (the caller holds the lock)."""
+    pending = state.pending
+    count = len(pending)
+    if not count:
+        return
+    popleft = pending.popleft
+    lines = [popleft() for _ in range(count)]
+    sink = state.sink
+    if sink is not None and not sink.closed:
+        lines.append(b"")
+        sink.write(b"\n".join(lines))
+
+
 def _logger_factory(*_args: Any) -> _JsonLinesLogger:
     return _LOGGER
-
-
-def _drop_when_disabled(
-    _logger: object, _method: str, event_dict: MutableMapping[str, Any]
-) -> MutableMapping[str, Any]:
-    if not _state.enabled:
-        raise structlog.DropEvent
-    return event_dict
 
 
 def _add_common_fields(
     _logger: object, _method: str, event_dict: MutableMapping[str, Any]
 ) -> MutableMapping[str, Any]:
-    event_dict.setdefault("ts_ms", _state.clock.now_ms())
+    """Drop the event when tracing is off; else stamp `ts_ms` (unless given) and `schema`."""
+    state = _state
+    if not state.enabled:
+        raise structlog.DropEvent
+    if "ts_ms" not in event_dict:
+        event_dict["ts_ms"] = state.clock.now_ms()
     event_dict["schema"] = SCHEMA_VERSION
     return event_dict
 
@@ -108,9 +141,8 @@ def _configure_structlog_once() -> None:
         return
     structlog.configure(
         processors=[
-            _drop_when_disabled,
-            structlog.processors.add_log_level,
             _add_common_fields,
+            structlog.processors.add_log_level,
             structlog.processors.format_exc_info,
             _render,
         ],
@@ -137,6 +169,7 @@ def configure(
     """
     state = _state
     with state.lock:
+        _write_pending(state)
         if state.owned_sink and state.sink is not None:
             state.sink.close()
         state.owned_sink = False
@@ -167,6 +200,7 @@ def enable() -> None:
 def flush() -> None:
     """Push buffered events to their stream or file."""
     with _state.lock:
+        _write_pending(_state)
         if _state.sink is not None and not _state.sink.closed:
             _state.sink.flush()
 
@@ -176,6 +210,7 @@ def close() -> None:
     dropped until the next `configure`."""
     state = _state
     with state.lock:
+        _write_pending(state)
         if state.sink is not None:
             if not state.sink.closed:
                 state.sink.flush()
@@ -186,9 +221,11 @@ def close() -> None:
 
 
 def get_logger(name: str) -> Any:
-    """A structlog logger (cached after its first event; it follows every `configure`)."""
+    """A structlog logger, bound at once: structlog's configuration never changes after the
+    first `configure` (where events go is looked up per event), so a module can keep it and
+    skip the lazy proxy's lookup on every event."""
     _configure_structlog_once()
-    return structlog.get_logger(name)
+    return structlog.get_logger(name).bind()
 
 
 class _PykkaToEvents(logging.Handler):

@@ -211,6 +211,22 @@ def test_events_from_many_threads_are_whole_lines(tmp_path: Path, sink: str) -> 
         assert order == list(range(EVENTS_PER_THREAD))
 
 
+def test_a_file_sink_writes_pending_lines_on_flush_and_before_switching(tmp_path: Path) -> None:
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    tracing.configure(path=first, clock=ManualClock(0))
+    log = tracing.get_logger("test.batches")
+    for seq in range(3):
+        log.info("batch.event", seq=seq)
+    tracing.flush()
+    assert [e["seq"] for e in _events(first.read_bytes())] == [0, 1, 2]
+    log.info("batch.event", seq=3)
+    tracing.configure(path=second, clock=ManualClock(0))  # the old file gets its pending line
+    log.info("batch.event", seq=4)
+    tracing.close()
+    assert [e["seq"] for e in _events(first.read_bytes())] == [0, 1, 2, 3]
+    assert [e["seq"] for e in _events(second.read_bytes())] == [4]
+
+
 def test_pykka_errors_become_actor_error_events() -> None:
     stream = io.BytesIO()
     tracing.configure(stream=stream, clock=ManualClock(321))
