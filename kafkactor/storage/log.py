@@ -114,6 +114,7 @@ class Log:
         self.recovered_bytes_truncated = 0
         self._truncated_on_load: dict[int, int] = {}  # segments rebuilt while loading
         self._truncations = 0
+        self._found_segments = False
         try:
             self._load_segments()
             if clean_shutdown:
@@ -155,6 +156,7 @@ class Log:
             self._add_segment(segment)
         for swap in swaps:
             self._complete_swap(swap)
+        self._found_segments = bool(self._segments)
         if not self._segments:
             self._add_segment(self._new_segment(0))
 
@@ -211,6 +213,8 @@ class Log:
                 break
         self._active.index.resize(self.config.max_index_size)
         self._recovery_point = min(recovery_point, self.log_end_offset)
+        if not self._found_segments:
+            return  # a new log: nothing was there to recover
         _log.info(
             "log.recovered",
             dir=str(self.dir),

@@ -6,7 +6,9 @@ both what the log answers and what is on disk.
 
 from __future__ import annotations
 
+import io
 import itertools
+import json
 import os
 import random
 import struct
@@ -16,6 +18,7 @@ from pathlib import Path
 import crc32c
 import pytest
 
+from kafkactor import tracing
 from kafkactor.storage.config import LogConfig
 from kafkactor.storage.errors import (
     CorruptRecordError,
@@ -1478,3 +1481,48 @@ def test_offset_metadata_locates_an_offset_and_clamps_at_the_log_end(
     assert log.offset_metadata(log.log_end_offset) == log.log_end_offset_metadata
     assert log.offset_metadata(10**9) == log.log_end_offset_metadata
     log.close()
+
+
+@pytest.fixture
+def storage_events() -> Iterator[Callable[[str], list[dict[str, object]]]]:
+    """The storage events logged during a test, by name (tracing to a stream, then restored)."""
+    state = tracing._state
+    with state.lock:
+        saved = (state.sink, state.owned_sink, state.enabled, state.clock)
+        state.owned_sink = False  # configure() must not close a file someone else opened
+    stream = io.BytesIO()
+    tracing.configure(stream=stream)
+
+    def named(event: str) -> list[dict[str, object]]:
+        lines = [json.loads(line) for line in stream.getvalue().splitlines() if line]
+        return [line for line in lines if line["event"] == event]
+
+    yield named
+    with state.lock:
+        state.sink, state.owned_sink, state.enabled, state.clock = saved
+
+
+def test_recovery_and_flushes_are_logged(
+    log_dir: Path, clock: ManualClock, storage_events: Callable[[str], list[dict[str, object]]]
+) -> None:
+    log = open_log(log_dir, clock)  # a new log: nothing to recover, nothing logged
+    assert storage_events("log.recovered") == []
+    fill_segments(log, 10)
+    log.flush()
+    (flushed,) = storage_events("log.flush")
+    assert flushed["log_end_offset"] == 30
+    assert flushed["segments"] == len(log.segments)
+    log.close()
+    flip_byte_in_last_record(log_dir)
+
+    log = open_log(log_dir, clock)  # no clean-shutdown marker: recovered, the tail cut
+    try:
+        (recovered,) = storage_events("log.recovered")
+        assert recovered["dir"] == str(log_dir)
+        assert recovered["log_end_offset"] == log.log_end_offset == 27
+        assert recovered["bytes_truncated"] == log.recovered_bytes_truncated > 0
+        assert len(storage_events("log.recovery_truncated")) == 1
+    finally:
+        log.close()
+    open_log(log_dir, clock, clean_shutdown=True).close()  # a clean start recovers nothing
+    assert len(storage_events("log.recovered")) == 1
