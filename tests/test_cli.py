@@ -66,8 +66,9 @@ def test_the_demo_survives_a_leader_crash_and_loses_no_acks_all_record(tmp_path:
     assert failovers, "no partition moved from its crashed leader to a live one"
 
 
-@pytest.mark.timeout(90)
-def test_the_demo_command_prints_a_summary_a_trace_and_writes_the_event_log(
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_demo_command_prints_a_summary_a_trace_writes_the_log_and_analyses_it(
     tmp_path: Path,
 ) -> None:
     done = run("demo", "--seconds", "3", "--events", "out.jsonl", cwd=tmp_path)
@@ -78,6 +79,12 @@ def test_the_demo_command_prints_a_summary_a_trace_and_writes_the_event_log(
     acks_all_line = next(line for line in done.stdout.splitlines() if "acks=all records" in line)
     assert acks_all_line.endswith("acknowledged but lost: 0")
     assert (tmp_path / "out.jsonl").stat().st_size > 0
+    # the Spark analysis ran on that log and the demo names the report it wrote
+    report = tmp_path / "kafkactor-demo-analysis" / "report.md"
+    assert f"report   {report.relative_to(tmp_path)}" in done.stdout
+    assert report.read_text(encoding="utf-8").startswith("#")
+    assert "produce acks=all" in done.stdout  # the latency summary, by acks
+    assert "spark:" in done.stderr  # the progress line while Spark ran
 
 
 @pytest.mark.timeout(60)

@@ -1,0 +1,19 @@
+"""Spark analytics over kafkactor event logs (`kafkactor analyze`).
+
+`analyze(inputs, out_dir)` reads JSON-lines event logs (docs/events.md) with an explicit
+schema, caches the parsed events once and writes every table of `TABLES` as Parquet, a
+Markdown report and PNG plots; docs/analytics.md describes each table and number.
+
+Modules, one job each: `schema` (the Spark schema of one line), `session` (the SparkSession),
+`inputs` (files, directories, globs), `load` (reading, corrupt lines, the cache), `tables`
+(one DataFrame transform per table), `digest` (reading the tables back, key numbers),
+`report` (Markdown), `plots` (matplotlib PNGs), `progress` (the stderr progress line) and
+`pipeline` (`analyze` itself).
+"""
+
+from kafkactor.analytics.pipeline import AnalysisResult, analyze
+from kafkactor.analytics.schema import EVENT_SCHEMA
+from kafkactor.analytics.session import spark_session
+from kafkactor.analytics.tables import TABLES
+
+__all__ = ["EVENT_SCHEMA", "TABLES", "AnalysisResult", "analyze", "spark_session"]

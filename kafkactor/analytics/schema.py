@@ -1,0 +1,91 @@
+"""The Spark schema of one event-log line: only the fields the analysis reads.
+
+Spark never infers it (inference reads the whole log once more and guesses). Every field is
+nullable: an event carries only its own fields, the rest read as null. Fields a log line has
+and the schema does not name are skipped, as docs/events.md asks of a reader.
+
+Two fields are typed with care:
+
+- `delayed` is an integer on `purgatory.*` events (operations waiting) and a boolean on
+  `produce.response` / `fetch.response` (whether the request waited). A Spark field has one
+  type, and a value that does not fit marks the whole line corrupt, so `delayed` is a string:
+  Spark keeps any JSON value's text in a string field (`3`, `true`). The tables cast it back
+  with `try_cast`, which yields null for `true` / `false`.
+- `broker.registered`'s `session` is a 64-bit ZooKeeper session id that can exceed a signed
+  long; it is deliberately absent, so no such line is ever set aside as corrupt.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    DataType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+CORRUPT_COLUMN = "_corrupt_record"
+"""Where Spark keeps the text of a line it could not parse (mode PERMISSIVE)."""
+
+_BROKER_IDS = ArrayType(IntegerType())
+
+# (name, type): Kafka's int32 ids (brokers, partitions, acks) are integers, offsets, times,
+# counts and epochs are longs. Grouped by the events that carry them.
+_FIELDS: tuple[tuple[str, DataType], ...] = (
+    # every event
+    ("ts_ms", LongType()),
+    ("event", StringType()),
+    # actor and trace fields
+    ("broker", IntegerType()),
+    ("actor", StringType()),
+    ("trace_id", StringType()),
+    ("span_id", StringType()),
+    ("parent_span_id", StringType()),
+    ("msg_type", StringType()),
+    ("mailbox_ms", LongType()),
+    # produce.response / fetch.response
+    ("acks", IntegerType()),
+    ("fetcher", StringType()),
+    ("outcome", StringType()),
+    ("latency_ms", LongType()),
+    ("error_codes", ArrayType(LongType())),
+    # purgatory.*, timer.*
+    ("purgatory", StringType()),
+    ("operation_id", LongType()),
+    ("delayed", StringType()),  # an integer or a boolean: see the module docstring
+    ("completed", LongType()),
+    ("purged", LongType()),
+    ("lateness_ms", LongType()),
+    # partition.*, controller.*
+    ("topic", StringType()),
+    ("partition", IntegerType()),
+    ("log_end_offset", LongType()),
+    ("high_watermark", LongType()),
+    ("follower_log_end_offsets", MapType(StringType(), LongType())),
+    ("removed", _BROKER_IDS),
+    ("replica", IntegerType()),
+    ("isr", _BROKER_IDS),
+    ("leader", IntegerType()),
+    ("leader_epoch", LongType()),
+    ("previous_leader", IntegerType()),
+    ("unclean", BooleanType()),
+    ("reason", StringType()),
+    ("controller", IntegerType()),
+    ("epoch", LongType()),
+    # broker.start
+    ("clean_shutdown", BooleanType()),
+)
+
+EVENT_SCHEMA = StructType(
+    [StructField(name, kind, nullable=True) for name, kind in _FIELDS]
+    + [StructField(CORRUPT_COLUMN, StringType(), nullable=True)]
+)
+"""One event line as Spark reads it, with the corrupt-record column last."""
+
+EVENT_COLUMNS: tuple[str, ...] = tuple(name for name, _ in _FIELDS)
+"""The event fields of `EVENT_SCHEMA`, without the corrupt-record column."""
