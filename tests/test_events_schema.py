@@ -172,6 +172,33 @@ def test_every_event_name_has_exactly_one_definition(schema: dict[str, Any]) -> 
     assert definitions == set(names), "a $defs entry for an event name not in the enum"
 
 
+def _json_types(spec: dict[str, Any], defs: dict[str, Any]) -> set[str]:
+    """The JSON types (null aside) a property's schema admits."""
+    if "$ref" in spec:
+        return _json_types(defs[spec["$ref"].rsplit("/", 1)[-1]], defs)
+    if "type" in spec:
+        types = spec["type"] if isinstance(spec["type"], list) else [spec["type"]]
+        return {t for t in types if t != "null"}
+    values = spec.get("enum", [spec["const"]] if "const" in spec else [])
+    names = {str: "string", bool: "boolean", int: "integer", float: "number"}
+    return {names[type(v)] for v in values if v is not None}
+
+
+def test_a_field_name_has_one_type_in_every_event(schema: dict[str, Any]) -> None:
+    """A columnar reader (Spark, `kafkactor analyze`) gives each field name one type: a name
+    that is an integer in one event and a boolean in another would set lines aside."""
+    defs = schema["$defs"]
+    seen: dict[str, dict[frozenset[str], list[str]]] = {}
+    for name, spec in schema["properties"].items():
+        seen.setdefault(name, {}).setdefault(frozenset(_json_types(spec, defs)), []).append("*")
+    for event in schema_events(schema):
+        for name, spec in defs[event].get("properties", {}).items():
+            types = frozenset(_json_types(spec, defs))
+            seen.setdefault(name, {}).setdefault(types, []).append(event)
+    mixed = {name: by_type for name, by_type in seen.items() if len(by_type) > 1}
+    assert not mixed, mixed
+
+
 def test_docs_describe_every_event_of_the_schema(schema: dict[str, Any]) -> None:
     """docs/events.md has a `### <name>` section for exactly the events of the schema."""
     sections = [

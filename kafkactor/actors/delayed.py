@@ -106,7 +106,7 @@ class DelayedProduce(RequestOperation):
             correlation_id=self.request.correlation_id,
             results=results,
             received_ms=self.spec.received_ms,
-            delayed=self.deadline_ms >= 0,
+            waited=self.deadline_ms >= 0,
             expired=self.expired,
             trace=self.trace,
         )
@@ -124,7 +124,7 @@ class DelayedProduce(RequestOperation):
                 for s in self.spec.partitions
             ],
             received_ms=self.spec.received_ms,
-            delayed=self.deadline_ms >= 0,
+            waited=self.deadline_ms >= 0,
             trace=self.trace,
         )
 
@@ -205,7 +205,7 @@ class DelayedFetch(RequestOperation):
             correlation_id=self.request.correlation_id,
             partitions=partitions,
             received_ms=self.spec.received_ms,
-            delayed=self.deadline_ms >= 0,
+            waited=self.deadline_ms >= 0,
             expired=self.expired,
             trace=self.trace,
         )
@@ -223,7 +223,7 @@ class DelayedFetch(RequestOperation):
                 for p in self.spec.partitions
             ],
             received_ms=self.spec.received_ms,
-            delayed=self.deadline_ms >= 0,
+            waited=self.deadline_ms >= 0,
             trace=self.trace,
         )
 

@@ -355,7 +355,7 @@ class ReplicaManagerActor(TracedActor):
             correlation_id=request.correlation_id,
             results=results,
             received_ms=received_ms,
-            delayed=False,
+            waited=False,
             trace=trace,
         )
         self.reply(request, ProduceResponse(partitions=tuple(results)), trace=trace)
@@ -428,7 +428,7 @@ class ReplicaManagerActor(TracedActor):
             correlation_id=request.correlation_id,
             partitions=partitions,
             received_ms=received_ms,
-            delayed=False,
+            waited=False,
         )
         self.reply(request, FetchResponse(partitions=partitions))
 

@@ -69,7 +69,7 @@ def log_produce_response(
     correlation_id: int,
     results: Sequence[ProducePartitionResult],
     received_ms: int,
-    delayed: bool,
+    waited: bool,
     expired: bool = False,
     trace: TraceContext | None = None,
 ) -> None:
@@ -85,7 +85,7 @@ def log_produce_response(
         error_codes=[int(code) for code in codes],
         outcome=outcome(codes, expired=expired),
         latency_ms=actor.clock.now_ms() - received_ms,
-        delayed=delayed,
+        waited=waited,
         correlation_id=correlation_id,
     )
 
@@ -112,7 +112,7 @@ def log_fetch_response(
     correlation_id: int,
     partitions: Sequence[FetchPartitionData],
     received_ms: int,
-    delayed: bool,
+    waited: bool,
     expired: bool = False,
     trace: TraceContext | None = None,
 ) -> None:
@@ -130,6 +130,6 @@ def log_fetch_response(
         error_codes=[int(code) for code in codes],
         outcome=outcome(codes, expired=expired),
         latency_ms=actor.clock.now_ms() - received_ms,
-        delayed=delayed,
+        waited=waited,
         correlation_id=correlation_id,
     )

@@ -4,15 +4,10 @@ Spark never infers it (inference reads the whole log once more and guesses). Eve
 nullable: an event carries only its own fields, the rest read as null. Fields a log line has
 and the schema does not name are skipped, as docs/events.md asks of a reader.
 
-Two fields are typed with care:
-
-- `delayed` is an integer on `purgatory.*` events (operations waiting) and a boolean on
-  `produce.response` / `fetch.response` (whether the request waited). A Spark field has one
-  type, and a value that does not fit marks the whole line corrupt, so `delayed` is a string:
-  Spark keeps any JSON value's text in a string field (`3`, `true`). The tables cast it back
-  with `try_cast`, which yields null for `true` / `false`.
-- `broker.registered`'s `session` is a 64-bit ZooKeeper session id that can exceed a signed
-  long; it is deliberately absent, so no such line is ever set aside as corrupt.
+A Spark field has one type, and a value that does not fit it marks the whole line corrupt, so
+a field name must mean one type across every event type that has it (docs/events.md keeps
+them so). One field is left out on purpose: `broker.registered`'s `session`, a 64-bit
+ZooKeeper session id that can exceed a signed long, so no such line is ever set aside.
 """
 
 from __future__ import annotations
@@ -57,7 +52,7 @@ _FIELDS: tuple[tuple[str, DataType], ...] = (
     # purgatory.*, timer.*
     ("purgatory", StringType()),
     ("operation_id", LongType()),
-    ("delayed", StringType()),  # an integer or a boolean: see the module docstring
+    ("delayed", LongType()),
     ("completed", LongType()),
     ("purged", LongType()),
     ("lateness_ms", LongType()),

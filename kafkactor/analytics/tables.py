@@ -126,9 +126,7 @@ def purgatory_timeline(events: DataFrame, window_ms: int = WINDOW_MS) -> DataFra
             sf.count(sf.when(_event("purgatory.watch"), 1)).alias("watched"),
             sf.coalesce(sf.sum(completed), sf.lit(0)).cast("long").alias("completed"),
             sf.count(sf.when(_event("purgatory.expire"), 1)).alias("expired"),
-            sf.coalesce(sf.max(sf.col("delayed").try_cast("long")), sf.lit(0))
-            .cast("long")
-            .alias("max_delayed"),
+            sf.coalesce(sf.max(sf.col("delayed")), sf.lit(0)).cast("long").alias("max_delayed"),
             sf.coalesce(sf.sum(purged), sf.lit(0)).cast("long").alias("purged"),
         )
         .orderBy("window_start_ms", "broker", "purgatory")

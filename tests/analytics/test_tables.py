@@ -126,12 +126,12 @@ def test_the_log_has_a_request_event_per_send_and_a_response_per_answer(analysis
         if response["outcome"] == "completed":
             assert codes == [0]
         elif response["outcome"] == "expired":
-            assert codes == [7] and response["delayed"]  # REQUEST_TIMED_OUT, after waiting
+            assert codes == [7] and response["waited"]  # REQUEST_TIMED_OUT, after waiting
             leader = run.leaders[run.expired_partition]
             assert response["actor"] == f"broker/{leader}/purgatory/produce"
             assert response["latency_ms"] >= run.expiry_ms
         else:
-            assert codes == [21] and not response["delayed"]  # INVALID_REQUIRED_ACKS
+            assert codes == [21] and not response["waited"]  # INVALID_REQUIRED_ACKS
             assert response["actor"] == f"broker/{run.leaders[0]}/replica-manager"
     for expiry in named(events, "timer.expire"):
         assert expiry["lateness_ms"] == expiry["ts_ms"] - expiry["deadline_ms"] >= 0

@@ -214,7 +214,7 @@ def test_acks_all_times_out_at_timeout_ms_and_not_before(
     ]
     assert response["outcome"] == "expired"
     assert response["error_codes"] == [int(ErrorCode.REQUEST_TIMED_OUT)]
-    assert (response["acks"], response["latency_ms"], response["delayed"]) == (-1, 1_000, True)
+    assert (response["acks"], response["latency_ms"], response["waited"]) == (-1, 1_000, True)
     (timed_out,) = events.named("timer.expire", operation_id=expired[0]["operation_id"])
     assert timed_out["lateness_ms"] == 0  # the Reaper advanced the timer on the clock's move
     (added,) = events.named("timer.add", operation_id=expired[0]["operation_id"])
@@ -296,7 +296,7 @@ def test_invalid_acks_are_refused_and_nothing_is_appended(
     for response in responses:
         assert response["outcome"] == "error"
         assert response["error_codes"] == [int(ErrorCode.INVALID_REQUIRED_ACKS)]
-        assert response["delayed"] is False
+        assert response["waited"] is False
     assert len(events.named("produce.request", acks=acks)) == 2
 
 

@@ -150,5 +150,5 @@ def test_broker_answers_an_idle_fetch_empty_after_its_max_wait(
         [0],
         0,
     )
-    assert response["delayed"] is True
+    assert response["waited"] is True
     assert 300 <= response["latency_ms"] < 2_000
