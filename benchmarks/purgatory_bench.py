@@ -19,14 +19,16 @@ Through the actors, on a real `SystemClock`: a `Directory`, a `Timer` whose exec
 Reaper's `ExpirationDelivery`, a `ReaperActor` advancing the timer (200 ms poll) and a
 `PurgatoryActor`, all fresh for every probe. Each operation has its own key; the request is
 ``DelayOperation(operation=AwaitValue(key, 1), keys=(key,), timeout_ms=200)``. A generator
-thread sends the requests at their Poisson times through a `Client` (whose `request` returns a
-Future: the generator never blocks on it; a done-callback records when and how it ended). A
+thread sends the requests at their Poisson times through a `RecordingClient` (a `Client` that
+sends each request under its operation's index as correlation id and records each response as
+it arrives, when and how it ended: no Future per operation, as Kafka's test counts completions
+down a latch). A
 completer thread keeps a heap of due times and sends ``KeyChanged(key, 1)`` to the purgatory at
 each operation's completion time (a bare `Directory.tell`, as from outside the actor system).
 Request and event messages are built before a probe starts, so the timed path begins at
-`Client.request` and `Directory.tell` (building a request is the producer's cost, not the
-purgatory's); the harness's own per-operation work (a time read, a dict insert, a done-callback,
-a deque append) is measured with the rest and shows in the generator/completer CPU columns.
+`Client.send_request` and `Directory.tell` (building a request is the producer's cost, not the
+purgatory's); the harness's own per-operation work (a time read, two list stores, a deque
+append) is measured with the rest and shows in the generator/completer CPU columns.
 
 Measured per probe
 ------------------
@@ -47,10 +49,10 @@ Measured per probe
   collector's sight with ``gc.freeze()``, so only what the system allocates is scanned.
 - lateness p50 / p99: response time minus intended response time (the completion event's time,
   or the timeout for an operation that expires), over every answered operation.
-- pending over time: sampled every 100 ms, the Client's count of outstanding futures (shown as
-  a sparkline), the purgatory's ``num_delayed`` (the `Purgatory` object is fetched once through
-  a proxy; reading ``len`` of its dict from the sampler thread is atomic under the GIL), and
-  the purgatory actor's mailbox depth (``actor_inbox.qsize()``).
+- pending over time: sampled every 100 ms, the client's count of operations sent and not yet
+  answered (shown as a sparkline), the purgatory's ``num_delayed`` (the `Purgatory` object is
+  fetched once through a proxy; reading ``len`` of its dict from the sampler thread is atomic
+  under the GIL), and the purgatory actor's mailbox depth (``actor_inbox.qsize()``).
 - err / unans: error responses, and operations still unanswered when the probe closed (the
   drain waits up to 200 ms + 1 s after the generator ends).
 - sustained: achieved >= 95% of target AND compl/s >= 95% of the answers due in the window AND
@@ -114,7 +116,7 @@ from kafkactor.actors.purgatory import DelayedAwaitValue, Purgatory, PurgatoryAc
 from kafkactor.actors.reaper import ExpirationDelivery, ReaperActor
 from kafkactor.messages import Envelope
 from kafkactor.messages.purgatory import AwaitValue, DelayOperation, KeyChanged, OperationResult
-from kafkactor.timer import ManualClock, SystemClock, Timer, TimerTask
+from kafkactor.timer import Clock, ManualClock, SystemClock, Timer, TimerTask
 
 # The actors' mailbox: queue.SimpleQueue (TracedActor) or Pykka's default queue.Queue.
 Mailbox = queue.Queue[Any] | queue.SimpleQueue[Any]
@@ -253,26 +255,56 @@ UNANSWERED, COMPLETED, EXPIRED, ERROR = 0, 1, 2, 3
 
 
 class Recorder:
-    """Where each operation's answer is written: by a done-callback on its Future.
+    """Where each operation's answer is written, by the `RecordingClient` as it arrives.
 
-    Every slot is written by one thread (the one that resolves that Future), so plain list
-    stores suffice; the future-to-index map is filled before the callback is registered.
+    Operation i travels under correlation id i + 1. Every slot is written by one thread (the
+    purgatory actor's, which sends the responses), so plain list stores suffice.
     """
 
     def __init__(self, n: int) -> None:
         self.sent_at = [0.0] * n
         self.done_at = [0.0] * n
         self.kind = bytearray(n)
-        self.index: dict[Future[Any], int] = {}
+        self.answered = 0
 
-    def done(self, future: Future[Any]) -> None:
-        i = self.index.pop(future)
+    def record(self, response: Any) -> None:
+        i = response.correlation_id - 1
         self.done_at[i] = time.perf_counter()
-        response = future.result()
         if isinstance(response, OperationResult):
             self.kind[i] = EXPIRED if response.expired else COMPLETED
         else:
             self.kind[i] = ERROR
+        self.answered += 1
+
+
+class RecordingClient(Client):
+    """The bench's edge of the actor system: each request goes out under its operation's
+    index as correlation id, and each response is recorded as it arrives, with no Future per
+    operation. Kafka's TestPurgatoryPerformance counts completions down a latch; a
+    `concurrent.futures.Future` (with its Condition) per operation cost about a fifth of the
+    process's time at 25,000/s, all of it harness.
+    """
+
+    def __init__(self, name: str, directory: Directory, clock: Clock) -> None:
+        super().__init__(name, directory, clock)
+        self.recorder = Recorder(0)
+        self.sent = 0
+
+    def send_op(self, address: str, request: Any, i: int) -> None:
+        self.sent += 1
+        if not self.send_request(address, request, i + 1):
+            raise RuntimeError(f"no actor at {address}")
+
+    def tell(self, message: Any) -> None:
+        payload = message.payload if isinstance(message, Envelope) else message
+        if tracing.is_enabled():
+            super().tell(message)  # the msg.recv event
+        self.recorder.record(payload)
+
+    @property
+    def pending(self) -> int:
+        """Operations sent and not yet answered."""
+        return self.sent - self.recorder.answered
 
 
 class Generator(threading.Thread):
@@ -282,8 +314,7 @@ class Generator(threading.Thread):
         self,
         plan: Plan,
         *,
-        client: Client,
-        recorder: Recorder,
+        client: RecordingClient,
         completions: collections.deque[tuple[float, int]],
         start: float,
         give_up_at: float,
@@ -291,7 +322,6 @@ class Generator(threading.Thread):
         super().__init__(name="bench-generator", daemon=True)
         self.plan = plan
         self.client = client
-        self.recorder = recorder
         self.completions = completions
         self.start_at = start
         self.give_up_at = give_up_at
@@ -303,11 +333,8 @@ class Generator(threading.Thread):
     def run(self) -> None:
         perf = time.perf_counter
         sleep = time.sleep
-        request = self.client.request
-        recorder = self.recorder
-        index = recorder.index
-        sent_at = recorder.sent_at
-        done = recorder.done
+        send = self.client.send_op
+        sent_at = self.client.recorder.sent_at
         push = self.completions.append
         requests = self.plan.requests
         latencies = self.plan.latencies_ms
@@ -322,10 +349,8 @@ class Generator(threading.Thread):
                 now = perf()
             if now > give_up_at or self.abort:
                 break
-            future = request(PURGATORY, requests[i])
-            index[future] = i
-            future.add_done_callback(done)
             sent_at[i] = now
+            send(PURGATORY, requests[i], i)
             latency = latencies[i]
             if latency < TIMEOUT_MS:
                 push((now + latency / 1000, i))
@@ -396,7 +421,7 @@ class System:
         self.purgatory_ref = PurgatoryActor.start(
             PURGATORY, self.directory, self.timer, self.clock, BROKER
         )
-        self.client = Client("bench", self.directory, self.clock)
+        self.client = RecordingClient("bench", self.directory, self.clock)
         # the Purgatory object, fetched once through the actor's mailbox
         self.purgatory: Purgatory = self.purgatory_ref.proxy().purgatory.get()
         started = [t for t in threading.enumerate() if t not in before]
@@ -474,7 +499,7 @@ class GcWatch:
 @dataclass(slots=True)
 class Sample:
     t_s: float  # since the start
-    outstanding: int  # Client futures not yet resolved
+    outstanding: int  # operations sent and not yet answered
     delayed: int  # purgatory.num_delayed
     mailbox: int  # purgatory actor's inbox depth
 
@@ -607,6 +632,7 @@ def run_probe(
     finally:
         if profile_purgatory is not None:
             threading.setprofile(None)
+    system.client.recorder = recorder
     gc.collect()
     gc.freeze()  # the prebuilt plan and the harness are not the system's garbage to scan
     try:
@@ -615,7 +641,6 @@ def run_probe(
         gc.unfreeze()
         system.stop()
         trace_bytes = sink.finish()
-        recorder.index.clear()  # unanswered futures and the recorder's callback form cycles
     return summarise(
         case,
         plan,
@@ -641,7 +666,6 @@ def drive(system: System, plan: Plan, recorder: Recorder, duration_s: float) -> 
         generator = Generator(
             plan,
             client=system.client,
-            recorder=recorder,
             completions=completions,
             start=start,
             give_up_at=start + duration_s * GENERATOR_GIVE_UP,
@@ -941,9 +965,7 @@ HOT_FUNCTIONS = (
     ("trace_context", "TracedActor.trace_context"),
     ("tell@directory", "Directory.tell"),
     ("tell@client", "Client.tell (response path)"),
-    ("_resolve", "Client._resolve"),
-    ("set_result", "Future.set_result"),
-    ("_invoke_callbacks", "Future callbacks (the bench's recorder)"),
+    ("record", "Recorder.record (the bench's)"),
     ("log_recv", "hops.log_recv"),
     ("log_send", "hops.log_send"),
     ("meth", "structlog bound logger method (tracing on)"),
@@ -1059,20 +1081,20 @@ def sync_hot_path(ops: int, seed: int, *, trace: bool, sink: TraceSink) -> SyncR
 
 
 COMPLETED_STAGES = (
-    ("Client.request -> Directory.tell -> mailbox put", "generator"),
+    ("Client.send_request -> Directory.tell -> mailbox put", "generator"),
     ("mailbox get (get_nowait)", "actor"),
     ("on_receive(DelayOperation): dispatch, new op, try_complete_else_watch, Timer.add", "actor"),
     ("KeyChanged: Directory.tell -> mailbox put", "completer"),
     ("mailbox get (get_nowait)", "actor"),
-    ("on_receive(KeyChanged): check_and_complete, cancel, reply -> Client -> Future", "actor"),
+    ("on_receive(KeyChanged): check_and_complete, cancel, reply -> Client -> Recorder", "actor"),
 )
 EXPIRED_STAGES = (
-    ("Client.request -> Directory.tell -> mailbox put", "generator"),
+    ("Client.send_request -> Directory.tell -> mailbox put", "generator"),
     ("mailbox get (get_nowait)", "actor"),
     ("on_receive(DelayOperation): dispatch, new op, try_complete_else_watch, Timer.add", "actor"),
     ("Timer.advance_clock: ExpirationDelivery -> Envelope -> mailbox put", "reaper"),
     ("mailbox get (get_nowait)", "actor"),
-    ("on_receive(OperationsExpired): expire, reply -> Client -> Future", "actor"),
+    ("on_receive(OperationsExpired): expire, reply -> Client -> Recorder", "actor"),
 )
 
 
@@ -1100,7 +1122,7 @@ class SyncPath:
         assert isinstance(inbox, queue.Queue | queue.SimpleQueue)
         self.inbox: Mailbox = inbox
         self.directory.register(PURGATORY, self.actor.actor_ref)
-        self.client = Client("sync", self.directory, self.clock)
+        self.client = RecordingClient("sync", self.directory, self.clock)
         self.recorders = (Recorder(self.completing.n), Recorder(self.expiring.n))
         self.events = [KeyChanged(key=r.operation.key, value=1) for r in self.completing.requests]
         self.messages: list[Any] = []
@@ -1108,12 +1130,12 @@ class SyncPath:
         self.expired_ns = [0] * len(EXPIRED_STAGES)
 
     def send_requests(self, plan: Plan, recorder: Recorder, lo: int, hi: int) -> None:
-        request, index, done = self.client.request, recorder.index, recorder.done
+        client = self.client
+        client.recorder = recorder
+        send = client.send_op
         requests = plan.requests
         for i in range(lo, hi):
-            future = request(PURGATORY, requests[i])
-            index[future] = i
-            future.add_done_callback(done)
+            send(PURGATORY, requests[i], i)
 
     def take(self) -> None:
         get = self.inbox.get_nowait

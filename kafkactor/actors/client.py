@@ -44,6 +44,11 @@ class Client:
         """Send `request` to `address`; the Future holds the Response (or ErrorResponse)."""
         return self._send(address, request)[1]
 
+    def send_request(self, address: str, request: R, correlation_id: int) -> bool:
+        """Send `request` under a correlation id of the caller's choosing, with no Future: for
+        a subclass whose `tell` takes the responses itself. False if undeliverable."""
+        return self._deliver(address, request, correlation_id)
+
     def tell_request(self, address: str, request: R) -> bool:
         """Send `request` expecting no response (e.g. acks=0 produce); False if undeliverable."""
         return self._deliver(address, request, next(self._ids))
