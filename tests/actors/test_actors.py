@@ -201,6 +201,39 @@ def test_a_request_is_answered_with_its_correlation_id(
     assert client.pending == 0
 
 
+class CollectingClient(Client):
+    """A client that takes its responses in `tell` (no Future), as a benchmark harness does."""
+
+    def __init__(self, name: str, directory: Directory) -> None:
+        super().__init__(name, directory)
+        self.responses: list[Any] = []
+        self.arrived = threading.Condition()
+
+    def tell(self, message: Any) -> None:
+        with self.arrived:
+            self.responses.append(message.payload)
+            self.arrived.notify_all()
+
+
+def test_send_request_uses_the_callers_correlation_id_and_no_future(
+    actors: Actors, directory: Directory
+) -> None:
+    actors.start(EchoActor, "test/echo", directory)
+    client = CollectingClient("collector", directory)
+
+    assert client.send_request("test/echo", Echo(text="a"), 41)
+    assert client.send_request("test/echo", Echo(text="b"), 7)
+    assert not client.send_request("test/nobody", Echo(text="c"), 8)  # undeliverable
+
+    with client.arrived:
+        assert client.arrived.wait_for(lambda: len(client.responses) == 2, WAIT_S)
+    assert client.responses == [
+        Echoed(correlation_id=41, text="a", served_by="test/echo"),
+        Echoed(correlation_id=7, text="b", served_by="test/echo"),
+    ]
+    assert client.pending == 0  # nothing was waiting on a Future
+
+
 def test_a_handler_that_raises_answers_unknown_server_error_and_the_actor_lives_on(
     actors: Actors, directory: Directory, events: EventLog
 ) -> None:
