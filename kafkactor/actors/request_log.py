@@ -10,7 +10,7 @@ response, with the latency measured on the broker's clock from that receipt.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kafkactor import tracing
 from kafkactor.messages import ErrorCode
@@ -62,6 +62,32 @@ def log_produce_request(actor: TracedActor, request: ProduceRequest) -> None:
     )
 
 
+def _log_response(
+    actor: TracedActor,
+    event: str,
+    codes: Sequence[ErrorCode],
+    *,
+    received_ms: int,
+    waited: bool,
+    expired: bool,
+    correlation_id: int,
+    trace: TraceContext | None,
+    **fields: Any,
+) -> None:
+    """The fields every response event has, around the request kind's own `fields`."""
+    actor.log_event(
+        event,
+        trace=trace,
+        **fields,
+        partitions=len(codes),
+        error_codes=[int(code) for code in codes],
+        outcome=outcome(codes, expired=expired),
+        latency_ms=actor.clock.now_ms() - received_ms,
+        waited=waited,
+        correlation_id=correlation_id,
+    )
+
+
 def log_produce_response(
     actor: TracedActor,
     *,
@@ -76,17 +102,16 @@ def log_produce_response(
     """`produce.response`: a produce request was answered."""
     if not tracing.is_enabled():
         return
-    codes = [r.error_code for r in results]
-    actor.log_event(
+    _log_response(
+        actor,
         "produce.response",
+        [r.error_code for r in results],
+        received_ms=received_ms,
+        waited=waited,
+        expired=expired,
+        correlation_id=correlation_id,
         trace=trace,
         acks=acks,
-        partitions=len(results),
-        error_codes=[int(code) for code in codes],
-        outcome=outcome(codes, expired=expired),
-        latency_ms=actor.clock.now_ms() - received_ms,
-        waited=waited,
-        correlation_id=correlation_id,
     )
 
 
@@ -119,17 +144,16 @@ def log_fetch_response(
     """`fetch.response`: a fetch was answered (`expired`: its max wait passed first)."""
     if not tracing.is_enabled():
         return
-    codes = [p.error_code for p in partitions]
-    actor.log_event(
+    _log_response(
+        actor,
         "fetch.response",
+        [p.error_code for p in partitions],
+        received_ms=received_ms,
+        waited=waited,
+        expired=expired,
+        correlation_id=correlation_id,
         trace=trace,
         replica_id=replica_id,
         fetcher=fetcher_kind(replica_id),
-        partitions=len(partitions),
         bytes=sum(len(p.records) for p in partitions),
-        error_codes=[int(code) for code in codes],
-        outcome=outcome(codes, expired=expired),
-        latency_ms=actor.clock.now_ms() - received_ms,
-        waited=waited,
-        correlation_id=correlation_id,
     )
