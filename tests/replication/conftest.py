@@ -8,30 +8,19 @@ move. The controller and failover are tested in tests/controller.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterator
 
 import pytest
 
-from kafkactor import tracing
 from kafkactor.actors.cluster import Cluster
-from tests.replication.support import FAST, STICKY_ISR, EventLog
+from tests.replication.support import FAST, STICKY_ISR, EventLog, captured_events
 
 
 @pytest.fixture(autouse=True)
 def events() -> Iterator[EventLog]:
     """Each test writes its events to its own stream; tracing is restored as found afterwards."""
-    state = tracing._state  # other test modules configure tracing too
-    with state.lock:
-        saved = (state.sink, state.owned_sink, state.enabled, state.clock)
-        state.owned_sink = False  # configure() must not close a file someone else opened
-    stream = io.BytesIO()
-    tracing.configure(stream=stream)
-    yield EventLog(stream, tracing.flush)
-    with state.lock:
-        if state.owned_sink and state.sink is not None:
-            state.sink.close()
-        state.sink, state.owned_sink, state.enabled, state.clock = saved
+    with captured_events() as events:
+        yield events
 
 
 @pytest.fixture

@@ -11,12 +11,14 @@ import io
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import pykka
 
+from kafkactor import tracing
 from kafkactor.actors import addresses
 from kafkactor.actors.broker import BrokerConfig
 from kafkactor.actors.client import Client
@@ -76,6 +78,24 @@ def wait_until(
 
 
 # -- the event log ---------------------------------------------------------------------------
+
+
+@contextmanager
+def captured_events() -> Iterator[EventLog]:
+    """Events go to a stream of their own inside the block; tracing is restored as found."""
+    state = tracing._state  # other test modules configure tracing too
+    with state.lock:
+        saved = (state.sink, state.owned_sink, state.enabled, state.clock)
+        state.owned_sink = False  # configure() must not close a file someone else opened
+    stream = io.BytesIO()
+    tracing.configure(stream=stream)
+    try:
+        yield EventLog(stream, tracing.flush)
+    finally:
+        with state.lock:
+            if state.owned_sink and state.sink is not None:
+                state.sink.close()
+            state.sink, state.owned_sink, state.enabled, state.clock = saved
 
 
 class EventLog:

@@ -6,9 +6,7 @@ both what the log answers and what is on disk.
 
 from __future__ import annotations
 
-import io
 import itertools
-import json
 import os
 import random
 import struct
@@ -18,7 +16,6 @@ from pathlib import Path
 import crc32c
 import pytest
 
-from kafkactor import tracing
 from kafkactor.storage.config import LogConfig
 from kafkactor.storage.errors import (
     CorruptRecordError,
@@ -42,6 +39,7 @@ from kafkactor.storage.records import (
 )
 from kafkactor.storage.segment import segment_file_name
 from kafkactor.timer import ManualClock
+from tests.replication.support import EventLog, captured_events
 
 TS = 1_700_000_000_000
 SMALL = LogConfig(segment_bytes=4096, index_interval_bytes=100)
@@ -1484,32 +1482,19 @@ def test_offset_metadata_locates_an_offset_and_clamps_at_the_log_end(
 
 
 @pytest.fixture
-def storage_events() -> Iterator[Callable[[str], list[dict[str, object]]]]:
-    """The storage events logged during a test, by name (tracing to a stream, then restored)."""
-    state = tracing._state
-    with state.lock:
-        saved = (state.sink, state.owned_sink, state.enabled, state.clock)
-        state.owned_sink = False  # configure() must not close a file someone else opened
-    stream = io.BytesIO()
-    tracing.configure(stream=stream)
-
-    def named(event: str) -> list[dict[str, object]]:
-        lines = [json.loads(line) for line in stream.getvalue().splitlines() if line]
-        return [line for line in lines if line["event"] == event]
-
-    yield named
-    with state.lock:
-        state.sink, state.owned_sink, state.enabled, state.clock = saved
+def events() -> Iterator[EventLog]:
+    with captured_events() as captured:
+        yield captured
 
 
 def test_recovery_and_flushes_are_logged(
-    log_dir: Path, clock: ManualClock, storage_events: Callable[[str], list[dict[str, object]]]
+    log_dir: Path, clock: ManualClock, events: EventLog
 ) -> None:
     log = open_log(log_dir, clock)  # a new log: nothing to recover, nothing logged
-    assert storage_events("log.recovered") == []
+    assert events.named("log.recovered") == []
     fill_segments(log, 10)
     log.flush()
-    (flushed,) = storage_events("log.flush")
+    (flushed,) = events.named("log.flush")
     assert flushed["log_end_offset"] == 30
     assert flushed["segments"] == len(log.segments)
     log.close()
@@ -1517,12 +1502,12 @@ def test_recovery_and_flushes_are_logged(
 
     log = open_log(log_dir, clock)  # no clean-shutdown marker: recovered, the tail cut
     try:
-        (recovered,) = storage_events("log.recovered")
+        (recovered,) = events.named("log.recovered")
         assert recovered["dir"] == str(log_dir)
         assert recovered["log_end_offset"] == log.log_end_offset == 27
         assert recovered["bytes_truncated"] == log.recovered_bytes_truncated > 0
-        assert len(storage_events("log.recovery_truncated")) == 1
+        assert len(events.named("log.recovery_truncated")) == 1
     finally:
         log.close()
     open_log(log_dir, clock, clean_shutdown=True).close()  # a clean start recovers nothing
-    assert len(storage_events("log.recovered")) == 1
+    assert len(events.named("log.recovered")) == 1
