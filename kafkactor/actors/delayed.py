@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kafkactor.actors.base import handles
@@ -100,6 +100,20 @@ class DelayedProduce(RequestOperation):
                     log_append_time_ms=-1,
                 )
             )
+        self._log_response(results)
+        self.respond(
+            ProduceResponse(correlation_id=self.request.correlation_id, partitions=tuple(results))
+        )
+
+    def on_abort(self, error_code: ErrorCode) -> None:
+        self._log_response(
+            [
+                ProducePartitionResult(topic=s.topic, partition=s.partition, error_code=error_code)
+                for s in self.spec.partitions
+            ]
+        )
+
+    def _log_response(self, results: list[ProducePartitionResult]) -> None:
         log_produce_response(
             self.actor,
             acks=-1,
@@ -108,23 +122,6 @@ class DelayedProduce(RequestOperation):
             received_ms=self.spec.received_ms,
             waited=self.deadline_ms >= 0,
             expired=self.expired,
-            trace=self.trace,
-        )
-        self.respond(
-            ProduceResponse(correlation_id=self.request.correlation_id, partitions=tuple(results))
-        )
-
-    def on_abort(self, error_code: ErrorCode) -> None:
-        log_produce_response(
-            self.actor,
-            acks=-1,
-            correlation_id=self.request.correlation_id,
-            results=[
-                ProducePartitionResult(topic=s.topic, partition=s.partition, error_code=error_code)
-                for s in self.spec.partitions
-            ],
-            received_ms=self.spec.received_ms,
-            waited=self.deadline_ms >= 0,
             trace=self.trace,
         )
 
@@ -199,6 +196,20 @@ class DelayedFetch(RequestOperation):
             self._read(key, wanted)
             for key, wanted in zip(self.keys, self.spec.partitions, strict=True)
         )
+        self._log_response(partitions)
+        self.respond(
+            FetchResponse(correlation_id=self.request.correlation_id, partitions=partitions)
+        )
+
+    def on_abort(self, error_code: ErrorCode) -> None:
+        self._log_response(
+            [
+                FetchPartitionData(topic=p.topic, partition=p.partition, error_code=error_code)
+                for p in self.spec.partitions
+            ]
+        )
+
+    def _log_response(self, partitions: Sequence[FetchPartitionData]) -> None:
         log_fetch_response(
             self.actor,
             replica_id=self.spec.replica_id,
@@ -207,23 +218,6 @@ class DelayedFetch(RequestOperation):
             received_ms=self.spec.received_ms,
             waited=self.deadline_ms >= 0,
             expired=self.expired,
-            trace=self.trace,
-        )
-        self.respond(
-            FetchResponse(correlation_id=self.request.correlation_id, partitions=partitions)
-        )
-
-    def on_abort(self, error_code: ErrorCode) -> None:
-        log_fetch_response(
-            self.actor,
-            replica_id=self.spec.replica_id,
-            correlation_id=self.request.correlation_id,
-            partitions=[
-                FetchPartitionData(topic=p.topic, partition=p.partition, error_code=error_code)
-                for p in self.spec.partitions
-            ],
-            received_ms=self.spec.received_ms,
-            waited=self.deadline_ms >= 0,
             trace=self.trace,
         )
 
