@@ -13,6 +13,7 @@ from tests.replication.support import (
     MIN_ISR_2,
     TOPIC,
     WAIT_S,
+    EventLog,
     actor_ref,
     purgatory_state,
     result_or_error,
@@ -82,7 +83,7 @@ def test_partitions_with_a_live_leader_keep_serving_after_a_broker_dies(cluster:
 
 
 def test_requests_waiting_on_a_broker_are_answered_when_it_is_killed(
-    sticky_cluster: Cluster,
+    sticky_cluster: Cluster, events: EventLog
 ) -> None:
     cluster = sticky_cluster
     cluster.create_topic(TOPIC, partitions=1, replication_factor=3, config=MIN_ISR_2)
@@ -112,6 +113,21 @@ def test_requests_waiting_on_a_broker_are_answered_when_it_is_killed(
     assert error.error_code is ErrorCode.BROKER_NOT_AVAILABLE
     assert records == []
     assert elapsed < 2.0, f"waiters were answered {elapsed:.2f}s after the kill"
+    # the request log has each aborted waiter as an error after waiting, with the abort's code
+    not_available = [int(ErrorCode.BROKER_NOT_AVAILABLE)]
+    committed, produced = events.named("produce.response", actor=addresses.produce_purgatory(1))
+    assert committed["outcome"] == "completed"
+    assert (produced["outcome"], produced["error_codes"], produced["waited"]) == (
+        "error",
+        not_available,
+        True,
+    )
+    consumed = events.named(
+        "fetch.response", actor=addresses.fetch_purgatory(1), fetcher="consumer"
+    )
+    assert [(e["outcome"], e["error_codes"], e["waited"]) for e in consumed] == [
+        ("error", not_available, True)
+    ]
 
 
 def test_producer_without_retries_recovers_once_the_partition_has_a_leader_again(
