@@ -21,7 +21,19 @@ from kafkactor.storage.index import (
     IndexOffsetOverflowError,
     OffsetIndex,
 )
-from kafkactor.storage.log import Log, parse_base_offset, parse_topic_partition
+from kafkactor.storage.leader_epoch import (
+    UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
+    EpochEntry,
+    LeaderEpochCache,
+    LeaderEpochCheckpoint,
+)
+from kafkactor.storage.log import (
+    LEADER_EPOCH_CHECKPOINT,
+    Log,
+    parse_base_offset,
+    parse_topic_partition,
+)
 from kafkactor.storage.log_info import LogAppendInfo, LogOffsetMetadata, LogReadResult
 from kafkactor.storage.log_manager import (
     CLEAN_SHUTDOWN_FILE,
@@ -56,6 +68,7 @@ from kafkactor.storage.segment import LogSegment
 __all__ = [
     "CLEAN_SHUTDOWN_FILE",
     "CREATE_TIME",
+    "LEADER_EPOCH_CHECKPOINT",
     "LOG_APPEND_TIME",
     "LOG_OVERHEAD",
     "MAGIC",
@@ -67,17 +80,22 @@ __all__ = [
     "NO_TIMESTAMP",
     "RECORD_BATCH_OVERHEAD",
     "RECOVERY_POINT_CHECKPOINT",
+    "UNDEFINED_EPOCH",
+    "UNDEFINED_EPOCH_OFFSET",
     "BytesLike",
     "CheckpointError",
     "CorruptIndexError",
     "CorruptRecordError",
     "DataDirectoryInUseError",
+    "EpochEntry",
     "IndexFullError",
     "IndexOffsetError",
     "IndexOffsetOverflowError",
     "InvalidAppendOffsetError",
     "InvalidLogDirectoryError",
     "InvalidLogFileError",
+    "LeaderEpochCache",
+    "LeaderEpochCheckpoint",
     "Log",
     "LogAppendInfo",
     "LogClosedError",

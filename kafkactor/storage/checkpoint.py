@@ -85,7 +85,6 @@ class OffsetCheckpoint:
 
     def __init__(self, path: pathlib.Path) -> None:
         self.path = pathlib.Path(path)
-        self._tmp_path = self.path.with_name(self.path.name + ".tmp")
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -104,16 +103,7 @@ class OffsetCheckpoint:
         lines += [f"{topic} {partition} {offset}" for (topic, partition), offset in entries]
         data = ("\n".join(lines) + "\n").encode("utf-8")
         with self._lock:
-            fd = os.open(self._tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(self._tmp_path, self.path)
-            _fsync_directory(self.path.parent)
+            write_atomically(self.path, data)
 
     def read(self) -> dict[TopicPartition, int]:
         """The offsets in the file; ``{}`` when the file does not exist.
@@ -149,6 +139,25 @@ def _check_offset(key: TopicPartition, offset: int) -> int:
     return offset
 
 
+def write_atomically(path: pathlib.Path, data: bytes) -> None:
+    """Replace ``path``'s content with ``data`` so that a crash leaves the old or the new file.
+
+    The bytes go to ``<file>.tmp``, which is fsynced, renamed over ``path``, and then the
+    directory is fsynced so the rename survives a crash too. Callers serialise writes to one file.
+    """
+    tmp_path = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp_path, path)
+    _fsync_directory(path.parent)
+
+
 def _fsync_directory(directory: pathlib.Path) -> None:
     fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
@@ -157,64 +166,89 @@ def _fsync_directory(directory: pathlib.Path) -> None:
         os.close(fd)
 
 
-def _parse(path: pathlib.Path, data: bytes) -> dict[TopicPartition, int]:
-    def fail(line: int | None, reason: str) -> CheckpointError:
-        return CheckpointError(path, line, reason)
+def parse_number(
+    path: pathlib.Path, line: int, text: str, what: str, maximum: int, *, signed: bool = False
+) -> int:
+    """The plain decimal ``text`` found on ``line`` of checkpoint file ``path``.
 
-    def number(n: int, text: str, what: str, maximum: int, signed: bool = False) -> int:
-        if not _DECIMAL.fullmatch(text):
-            raise fail(n, f"the {what} {text!r} is not a decimal integer")
-        try:
-            value = int(text)
-        except ValueError:  # more digits than int() converts: far out of range anyway
-            raise fail(n, f"the {what} {text[:30]}... is out of range") from None
-        if value < 0 and not signed:
-            raise fail(n, f"negative {what} {value}")
-        if abs(value) > maximum:
-            raise fail(n, f"the {what} {value} is out of range (at most {maximum})")
-        return value
+    Raises ``CheckpointError`` for anything but ``-?[0-9]+``, for a negative value unless
+    ``signed``, and for a magnitude above ``maximum``; ``what`` names the field in the message.
+    """
+    if not _DECIMAL.fullmatch(text):
+        raise CheckpointError(path, line, f"the {what} {text!r} is not a decimal integer")
+    try:
+        value = int(text)
+    except ValueError:  # more digits than int() converts: far out of range anyway
+        raise CheckpointError(path, line, f"the {what} {text[:30]}... is out of range") from None
+    if value < 0 and not signed:
+        raise CheckpointError(path, line, f"negative {what} {value}")
+    if abs(value) > maximum:
+        raise CheckpointError(path, line, f"the {what} {value} is out of range (at most {maximum})")
+    return value
 
+
+def entry_lines(path: pathlib.Path, data: bytes) -> list[str]:
+    """The entry lines of a version-0 checkpoint file's ``data``; entry ``i`` is on line ``3 + i``.
+
+    Checks what every checkpoint file shares: UTF-8 text, the version line (0), and an entry
+    count line that matches the lines that follow. A final line end is optional, and ``\r\n``
+    line ends are read as ``\n``. Raises ``CheckpointError`` naming ``path`` and the line.
+    """
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise fail(data.count(b"\n", 0, e.start) + 1, "not valid UTF-8 text") from None
+        raise CheckpointError(
+            path, data.count(b"\n", 0, e.start) + 1, "not valid UTF-8 text"
+        ) from None
     if not text:
-        raise fail(1, "the file is empty; expected the version line")
+        raise CheckpointError(path, 1, "the file is empty; expected the version line")
     lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()  # the line end of the last line
     lines = [line.removesuffix("\r") for line in lines]  # Kafka on Windows writes \r\n
 
-    version = number(1, lines[0], "version", _INT32_MAX, signed=True)
+    version = parse_number(path, 1, lines[0], "version", _INT32_MAX, signed=True)
     if version != VERSION:
-        raise fail(1, f"unsupported version {version} (only version {VERSION} is supported)")
+        raise CheckpointError(
+            path, 1, f"unsupported version {version} (only version {VERSION} is supported)"
+        )
     if len(lines) < 2:
-        raise fail(2, "missing the entry count line")
-    count = number(2, lines[1], "entry count", _INT32_MAX)
+        raise CheckpointError(path, 2, "missing the entry count line")
+    count = parse_number(path, 2, lines[1], "entry count", _INT32_MAX)
     body = lines[2:]
     if len(body) > count:
-        raise fail(3 + count, f"unexpected line after the {count} entries announced on line 2")
+        raise CheckpointError(
+            path, 3 + count, f"unexpected line after the {count} entries announced on line 2"
+        )
     if len(body) < count:
-        raise fail(2, f"the count announces {count} entries but the file has {len(body)}")
+        raise CheckpointError(
+            path, 2, f"the count announces {count} entries but the file has {len(body)}"
+        )
+    return body
 
+
+def _parse(path: pathlib.Path, data: bytes) -> dict[TopicPartition, int]:
     offsets: dict[TopicPartition, int] = {}
     first_seen: dict[TopicPartition, int] = {}
-    for n, line in enumerate(body, start=3):
+    for n, line in enumerate(entry_lines(path, data), start=3):
         fields = line.split(" ")
         if len(fields) != 3:
-            raise fail(
+            raise CheckpointError(
+                path,
                 n,
                 f"expected 3 fields 'topic partition offset' separated by single spaces, "
                 f"found {len(fields)}: {line!r}",
             )
         topic, partition_text, offset_text = fields
         if not topic or any(c.isspace() for c in topic):
-            raise fail(n, f"invalid topic name {topic!r}")
-        partition = number(n, partition_text, "partition", _INT32_MAX)
-        offset = number(n, offset_text, "offset", _INT64_MAX)
+            raise CheckpointError(path, n, f"invalid topic name {topic!r}")
+        partition = parse_number(path, n, partition_text, "partition", _INT32_MAX)
+        offset = parse_number(path, n, offset_text, "offset", _INT64_MAX)
         key = TopicPartition(topic, partition)
         if key in offsets:
-            raise fail(n, f"duplicate entry for {key} (first on line {first_seen[key]})")
+            raise CheckpointError(
+                path, n, f"duplicate entry for {key} (first on line {first_seen[key]})"
+            )
         offsets[key] = offset
         first_seen[key] = n
     return offsets

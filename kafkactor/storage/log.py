@@ -11,7 +11,7 @@ from pathlib import Path
 
 import structlog
 
-from kafkactor.storage.checkpoint import TopicPartition
+from kafkactor.storage.checkpoint import CheckpointError, TopicPartition
 from kafkactor.storage.config import LogConfig
 from kafkactor.storage.errors import (
     InvalidAppendOffsetError,
@@ -21,6 +21,11 @@ from kafkactor.storage.errors import (
     OffsetOutOfRangeError,
     RecordTooLargeError,
     StorageError,
+)
+from kafkactor.storage.leader_epoch import (
+    EpochEntry,
+    LeaderEpochCache,
+    LeaderEpochCheckpoint,
 )
 from kafkactor.storage.log_info import LogAppendInfo, LogOffsetMetadata, LogReadResult
 from kafkactor.storage.records import (
@@ -44,6 +49,9 @@ from kafkactor.timer import Clock, Scheduler, SystemClock
 _log = structlog.get_logger("kafkactor.storage")
 
 _MAX_RELATIVE_OFFSET = 2**31 - 1
+
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+"""The file, in a log's directory, that keeps its leader epoch cache."""
 
 
 def _is_ascii_number(text: str) -> bool:
@@ -86,7 +94,9 @@ class Log:
     Opening a log loads its segments and recovers the ones at or past `recovery_point` (every
     batch's CRC and structure re-checked, indexes rebuilt, an invalid or partial tail truncated
     and any later segments removed). `clean_shutdown=True` (the LogManager saw the clean
-    shutdown marker) skips that. All methods are thread-safe.
+    shutdown marker) skips that. The log's leader epoch cache is then read from
+    `leader-epoch-checkpoint` (rebuilt from the batch headers when that file is missing or
+    corrupt) and cut to the offsets the log holds. All methods are thread-safe.
     """
 
     def __init__(
@@ -121,11 +131,12 @@ class Log:
                 self._recovery_point = self.log_end_offset
             else:
                 self._recover_from(recovery_point)  # before anything reads the torn tail
+            self._log_start_offset = self._bases[0]
+            self._epochs = self._load_leader_epochs()
         except BaseException:
             for segment in self._segments.values():
                 segment.close()
             raise
-        self._log_start_offset = self._bases[0]
         for base in self._bases[:-1]:  # only the active segment's index keeps preallocated room
             self._segments[base].trim_index()
 
@@ -223,6 +234,38 @@ class Log:
             bytes_truncated=self.recovered_bytes_truncated - truncated_before,
         )
 
+    def _load_leader_epochs(self) -> LeaderEpochCache:
+        checkpoint = LeaderEpochCheckpoint(self.dir / LEADER_EPOCH_CHECKPOINT)
+        problem: dict[str, str] = {}
+        try:
+            if checkpoint.path.exists() or self.size_in_bytes == 0:
+                cache = LeaderEpochCache(checkpoint, checkpoint.read())
+            else:
+                problem = {"reason": "missing"}
+        except CheckpointError as error:
+            problem = {"reason": "corrupt", "error": str(error)}
+        if problem:
+            cache = self._rebuild_leader_epochs(checkpoint)
+            _log.warning(
+                "log.leader_epochs_rebuilt", dir=str(self.dir), entries=len(cache), **problem
+            )
+        # The checkpoint was written when the epochs were assigned, so it may describe offsets
+        # that recovery cut off, or that a power loss took before they reached the disk.
+        cache.truncate_from_end(self.log_end_offset)
+        cache.truncate_from_start(self._log_start_offset)
+        return cache
+
+    def _rebuild_leader_epochs(self, checkpoint: LeaderEpochCheckpoint) -> LeaderEpochCache:
+        """The epochs stamped in the batches, from their headers (the segments were recovered)."""
+        scratch = LeaderEpochCache()
+        for base in self._bases:
+            for header in self._segments[base].iter_headers():
+                if header.leader_epoch > scratch.latest_epoch:
+                    scratch.assign(header.leader_epoch, header.base_offset)
+        cache = LeaderEpochCache(checkpoint, scratch.entries)
+        cache.flush()
+        return cache
+
     # -- segments ------------------------------------------------------------------------------
 
     def _add_segment(self, segment: LogSegment) -> None:
@@ -259,8 +302,15 @@ class Log:
 
     @property
     def log_end_offset(self) -> int:
-        """The offset the next append gets (LEO)."""
-        return self._active.next_offset
+        """The offset the next append gets (LEO).
+
+        Read without the lock (it is on every hot path); a reader that catches a truncation
+        removing segments half-way reads again under the lock."""
+        try:
+            return self._active.next_offset
+        except (IndexError, KeyError):
+            with self._lock:
+                return self._active.next_offset
 
     @property
     def log_end_offset_metadata(self) -> LogOffsetMetadata:
@@ -301,16 +351,23 @@ class Log:
                 data = bytearray(records)
                 batches = self._validated(data, deep=True)
                 end = stamp_batches(data, batches, first, leader_epoch)
-                return self._append(data, batches, first, end - 1)
+                return self._append(data, batches, first, end - 1, leader_epoch)
             if not records:
                 raise ValueError("an append needs at least one record")
             built = build_batch(records, first, leader_epoch)
             return self._append(
-                built, [RecordBatch(built, verify_crc=False)], first, first + len(records) - 1
+                built,
+                [RecordBatch(built, verify_crc=False)],
+                first,
+                first + len(records) - 1,
+                leader_epoch,
             )
 
     def append_as_follower(self, records: BytesLike) -> LogAppendInfo:
-        """Append a leader's batches as they are; their offsets must start at or past the LEO."""
+        """Append a leader's batches as they are; their offsets must start at or past the LEO.
+
+        The leader epoch cache learns each epoch newer than its latest from the batches.
+        """
         with self._lock:
             self._check_open()
             # The leader validated every record; like Kafka's follower we check CRC and headers.
@@ -323,7 +380,9 @@ class Log:
                         f"follow offset {expected - 1}"
                     )
                 expected = batch.last_offset + 1
-            return self._append(records, batches, batches[0].base_offset, batches[-1].last_offset)
+            return self._append(
+                records, batches, batches[0].base_offset, batches[-1].last_offset, None
+            )
 
     def _validated(self, records: BytesLike, *, deep: bool) -> list[RecordBatch]:
         batches = list(iter_batches(records, deep=deep))
@@ -332,14 +391,28 @@ class Log:
         return batches
 
     def _append(
-        self, data: BytesLike, batches: list[RecordBatch], first: int, last: int
+        self,
+        data: BytesLike,
+        batches: list[RecordBatch],
+        first: int,
+        last: int,
+        leader_epoch: int | None,
     ) -> LogAppendInfo:
+        """Write validated batches; `leader_epoch` is the leader's, None for a follower."""
         for batch in batches:
             if batch.size_in_bytes > self.config.max_message_bytes:
                 raise RecordTooLargeError(
                     f"{self.topic_partition}: batch of {batch.size_in_bytes} bytes exceeds "
                     f"max_message_bytes={self.config.max_message_bytes}"
                 )
+        # As in Kafka, the epoch is recorded before the records are written: the checkpoint
+        # may then run ahead of the log after a crash (cut back on open), never behind it.
+        if leader_epoch is None:
+            for batch in batches:
+                if batch.leader_epoch > self._epochs.latest_epoch:
+                    self._epochs.assign(batch.leader_epoch, batch.base_offset)
+        elif leader_epoch >= 0:
+            self._epochs.assign(leader_epoch, first)
         max_timestamp = max(batch.max_timestamp for batch in batches)
         records = sum(batch.record_count for batch in batches)
         segment = self._maybe_roll(len(data), first, last, max_timestamp)
@@ -381,6 +454,7 @@ class Log:
                 self._add_segment(segment)
                 if len(self._bases) == 1:
                     self._log_start_offset = first_offset
+                    self._epochs.truncate_from_start(first_offset)
             return segment
         _log.info("log.roll", dir=str(self.dir), reason=reason, new_base_offset=first_offset)
         return self._roll(first_offset)
@@ -481,7 +555,10 @@ class Log:
         """Remove everything at or past `offset` (a follower truncating to its high watermark).
 
         A batch holding `offset` is removed whole, so the new log end is `offset`, or that
-        batch's base offset when the cut fell inside it. Returns whether anything was removed.
+        batch's base offset when the cut fell inside it. The leader epochs starting at or past
+        the new log end are forgotten. An offset below the log start empties the log and starts
+        it there (see `truncate_fully_and_start_at`); one at or past the log end changes
+        nothing. Returns whether anything was removed.
         """
         if offset < 0:
             raise ValueError(f"cannot truncate to a negative offset ({offset})")
@@ -501,6 +578,7 @@ class Log:
             new_end = offset if cut is None or cut.base_offset >= offset else cut.base_offset
             active.set_log_end(new_end)
             self._recovery_point = min(self._recovery_point, self.log_end_offset)
+            self._epochs.truncate_from_end(new_end)
             _log.info(
                 "log.truncated",
                 dir=str(self.dir),
@@ -510,12 +588,28 @@ class Log:
             )
             return True
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Remove every segment and start an empty log at `offset` (truncateFullyAndStartAt).
+
+        The log start, log end and recovery point all become `offset`, wherever it lies against
+        the old log: what a follower does when the leader's log starts past its own log end, or
+        when nothing it holds can be kept. The leader epoch cache is cleared.
+        """
+        if offset < 0:
+            raise ValueError(f"cannot start a log at a negative offset ({offset})")
+        with self._lock:
+            self._check_open()
+            self._truncations += 1
+            self._truncate_fully_and_start_at(offset)
+
     def _truncate_fully_and_start_at(self, offset: int) -> None:
         for base in list(self._bases):
             self._remove_segment(base).delete()
         self._add_segment(self._new_segment(offset))
         self._log_start_offset = offset
         self._recovery_point = offset
+        self._epochs.clear()
+        _log.info("log.truncated_fully", dir=str(self.dir), log_start_offset=offset)
 
     def flush(self, offset: int | None = None) -> None:
         """Fsync every segment holding offsets below `offset` (default: the log end).
@@ -557,6 +651,7 @@ class Log:
             deleted = self._delete_expired_by_age() + self._delete_beyond_size()
             if deleted:
                 self._log_start_offset = max(self._log_start_offset, self._bases[0])
+                self._epochs.truncate_from_start(self._log_start_offset)
                 _log.info(
                     "log.retention",
                     dir=str(self.dir),
@@ -592,6 +687,39 @@ class Log:
             deleted += 1
         return deleted
 
+    # -- leader epochs -------------------------------------------------------------------------
+
+    @property
+    def leader_epochs(self) -> tuple[EpochEntry, ...]:
+        """The leader epoch cache's entries, oldest epoch first."""
+        with self._lock:
+            return self._epochs.entries
+
+    @property
+    def latest_epoch(self) -> int:
+        """The newest leader epoch this log knows (UNDEFINED_EPOCH when none)."""
+        with self._lock:
+            return self._epochs.latest_epoch
+
+    def assign_leader_epoch(self, epoch: int) -> bool:
+        """Record that leader epoch `epoch` starts at the log end; returns whether it was new.
+
+        What a replica becoming leader does at once (Kafka 2.1+), before any record of its
+        epoch arrives, so OffsetsForLeaderEpoch answers for its epoch right away. An epoch at or
+        below the latest known changes nothing.
+        """
+        with self._lock:
+            self._check_open()
+            return self._epochs.assign(epoch, self.log_end_offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch: `(epoch, end offset)` for a requested epoch, against the LEO.
+
+        See `LeaderEpochCache.end_offset_for`.
+        """
+        with self._lock:
+            return self._epochs.end_offset_for(epoch, self.log_end_offset)
+
     # -- lifecycle -----------------------------------------------------------------------------
 
     def _check_open(self) -> None:
@@ -606,6 +734,29 @@ class Log:
             self._closed = True
             for segment in self._segments.values():
                 segment.close()
+
+    def crash(self, *, lose_unflushed: bool = False) -> None:
+        """Close the log as a crashed broker would: no flush, nothing written on the way out.
+
+        A killed process leaves what it wrote in the page cache, so a plain crash keeps every
+        append. `lose_unflushed=True` models an OS crash or power loss: the segment files lose
+        every batch at or past the recovery point (what was never fsynced). The segment holding
+        it is cut before its first batch reaching the recovery point (its index cut to match),
+        and the later segments are deleted. Checkpoint files stay as written: they were fsynced.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            if lose_unflushed:
+                self._lose_unflushed()
+            self.close()
+
+    def _lose_unflushed(self) -> None:
+        point = self._recovery_point
+        holding = max(self._floor_index(point), 0)
+        for base in self._bases[holding + 1 :]:
+            self._remove_segment(base).delete()
+        self._active.truncate_to(point)  # the index entries past the cut go with the bytes
 
     def delete(self) -> None:
         """Close the log and remove its directory."""

@@ -141,19 +141,20 @@ class LogManager:
             self._logs.clear()
             self._release_directory_lock()
 
-    def crash(self) -> None:
+    def crash(self, *, lose_unflushed: bool = False) -> None:
         """Stop as a killed process would: no flush, no checkpoint, no clean-shutdown marker.
 
         The periodic jobs stop and the files are closed (what was written stays, as in the
         page cache of a crashed process); the next `startup()` recovers from the recovery
-        points.
+        points. `lose_unflushed=True` models an OS crash or power loss instead: every log also
+        loses what it had not fsynced (see `Log.crash`).
         """
         with self._lock:
             if self._lock_fd is None:
                 return
             self._cancel_tasks()
             for log in self._logs.values():
-                log.close()
+                log.crash(lose_unflushed=lose_unflushed)
             self._logs.clear()
             self._release_directory_lock()
 

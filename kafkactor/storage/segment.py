@@ -25,9 +25,10 @@ DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 
-# The header fields a log needs without decoding a batch: base offset, batch length, magic,
-# last offset delta, max timestamp (the rest of the 61-byte header is skipped).
-_HEADER = struct.Struct(">qi4xb4x2xi8xq")
+# The header fields a log needs without decoding a batch: base offset, batch length, partition
+# leader epoch, magic, last offset delta, max timestamp (the rest of the 61-byte header is
+# skipped).
+_HEADER = struct.Struct(">qiib4x2xi8xq")
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 # Walking batch headers reads the file in chunks: a small first read (an index entry is at most
 # ~index_interval_bytes before the target), then larger ones.
@@ -89,8 +90,8 @@ class _Recovery:
 
 
 def _header_in(buf: BytesLike, offset: int, position: int) -> BatchHeader:
-    base, length, _magic, last_delta, max_ts = _HEADER.unpack_from(buf, offset)
-    return BatchHeader(position, base, length + LOG_OVERHEAD, base + last_delta, max_ts)
+    base, length, epoch, _magic, last_delta, max_ts = _HEADER.unpack_from(buf, offset)
+    return BatchHeader(position, base, length + LOG_OVERHEAD, base + last_delta, max_ts, epoch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +103,7 @@ class BatchHeader:
     size_in_bytes: int
     last_offset: int
     max_timestamp: int
+    leader_epoch: int  # the partitionLeaderEpoch field (-1: none was stamped)
 
 
 class LogSegment:
@@ -384,7 +386,7 @@ class LogSegment:
         available = len(data)
         unpack_from = _HEADER.unpack_from
         while end + _HEADER.size <= available:
-            base, length, _magic, last_delta, _ts = unpack_from(data, end)
+            base, length, _epoch, _magic, last_delta, _ts = unpack_from(data, end)
             batch_size = length + LOG_OVERHEAD
             if end + batch_size > available:
                 break

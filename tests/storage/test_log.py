@@ -28,7 +28,7 @@ from kafkactor.storage.errors import (
     TruncatedBatchError,
     UnsupportedCompressionError,
 )
-from kafkactor.storage.log import Log
+from kafkactor.storage.log import LEADER_EPOCH_CHECKPOINT, Log
 from kafkactor.storage.records import (
     NO_TIMESTAMP,
     Record,
@@ -720,7 +720,8 @@ def test_truncate_across_segments_deletes_the_later_ones(log: Log, log_dir: Path
     log.truncate_to(cut)
     assert log.num_segments == 2
     assert log_files(log_dir) == [segment_file_name(s.base_offset, ".log") for s in log.segments]
-    assert len(os.listdir(log_dir)) == 4  # two .log and two .index files
+    # two .log and two .index files, and the leader epoch checkpoint
+    assert len(os.listdir(log_dir)) == 5
     assert offsets(log) == list(range(log.log_end_offset))
     assert log.log_end_offset == cut - cut % 3  # batches of 3 from offset 0
     check_values(log)
@@ -1153,7 +1154,8 @@ def test_garbage_in_an_older_segment_removes_every_later_segment(
     finally:
         log.close()
     assert sorted(os.listdir(log_dir)) == sorted(
-        segment_file_name(b, suffix) for b in bases[:2] for suffix in (".log", ".index")
+        [segment_file_name(b, suffix) for b in bases[:2] for suffix in (".log", ".index")]
+        + [LEADER_EPOCH_CHECKPOINT]
     )
 
 
@@ -1294,6 +1296,7 @@ def test_a_swap_file_replaces_the_segment_it_was_cleaned_from(
         assert sorted(os.listdir(log_dir)) == [
             "00000000000000000000.index",
             "00000000000000000000.log",
+            LEADER_EPOCH_CHECKPOINT,
         ]
     finally:
         log.close()
