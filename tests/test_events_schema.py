@@ -12,6 +12,7 @@ names must be seen here or be listed, with a reason, as not exercised.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from collections import Counter
@@ -35,14 +36,21 @@ from kafkactor.actors.replica_manager import ReplicaManagerConfig
 from kafkactor.demo import run_demo
 from kafkactor.messages.purgatory import DelayOperation
 from kafkactor.messages.replication import StopReplica, TopicPartitionRef, UpdateMetadata
-from kafkactor.storage import Log, LogConfig, Record
+from kafkactor.storage import LEADER_EPOCH_CHECKPOINT, Log, LogConfig, Record
 from kafkactor.timer import ManualClock, Scheduler
 from kafkactor.timer.system_timer import Timer
 from kafkactor.timer.task import CallbackTask
 from kafkactor.zk_model.client import EmbeddedClient
 from kafkactor.zk_model.embedded import EmbeddedZooKeeper
 from tests.controller.support import settled_controller
-from tests.replication.support import WAIT_S, EventLog, produce_request, wait_until
+from tests.replication.support import (
+    FAST,
+    WAIT_S,
+    EventLog,
+    batch,
+    produce_request,
+    wait_until,
+)
 
 SCHEMA_FILE = "events.schema.json"
 DOC = Path(__file__).resolve().parents[1] / "docs" / "events.md"
@@ -267,6 +275,14 @@ def _storage_scenario(root: Path, events: EventLog) -> None:
     Log(directory, config, clock=clock, recovery_point=0).close()
     for name in ("log.roll", "log.retention", "log.truncated"):
         assert events.named(name), f"the tiny log logged no {name}"
+    # a log whose leader epoch checkpoint is gone rebuilds it from its batches; a follower far
+    # behind its leader's log start empties its log and starts there
+    (directory / LEADER_EPOCH_CHECKPOINT).unlink()
+    log = Log(directory, config, clock=clock)
+    log.truncate_fully_and_start_at(log.log_end_offset + 10)
+    log.close()
+    for name in ("log.leader_epochs_rebuilt", "log.truncated_fully"):
+        assert events.named(name), f"the tiny log logged no {name}"
 
 
 def _failing_tasks(events: EventLog) -> None:
@@ -329,6 +345,15 @@ def _controller_scenario(events: EventLog) -> None:
                 UpdateMetadata(controller_id=9, controller_epoch=0),
                 WAIT_S,
             )
+            raw.call(  # meant for an earlier registration of this broker (KIP-380)
+                addresses.replica_manager(leader),
+                UpdateMetadata(
+                    controller_id=9,
+                    controller_epoch=cluster.current_controller_epoch(),
+                    broker_epoch=1,
+                ),
+                WAIT_S,
+            )
             raw.call(
                 addresses.replica_manager(leader),
                 produce_request(1, (TOPIC, 0, b"garbage")),
@@ -386,6 +411,42 @@ def _controller_scenario(events: EventLog) -> None:
             raw.close()
 
 
+def _divergence_scenario(events: EventLog) -> None:
+    """KIP-101 scenario 2 on two brokers without a controller: the old leader comes back with a
+    record its successor never had, and cuts it (`partition.truncate`)."""
+    with Cluster(2, zookeeper=None, config=FAST) as cluster:
+        cluster.create_topic(TOPIC, partitions=1, replication_factor=2)
+        raw = Client("raw", cluster.directory)
+        try:
+            raw.call(
+                addresses.replica_manager(1), produce_request(-1, (TOPIC, 0, batch(b"a"))), WAIT_S
+            )
+            cluster.isolate_broker(2)
+            wait_until(
+                lambda: cluster.describe_partition(TOPIC, 0, broker=1).isr == (1,),
+                message="the isolated follower to leave the ISR",
+            )
+            raw.call(
+                addresses.replica_manager(1), produce_request(1, (TOPIC, 0, batch(b"b"))), WAIT_S
+            )
+            cluster.stop_broker(1)
+            cluster.kill_broker(2)
+            cluster.heal_broker(2)
+            state = cluster.partition_states[(TOPIC, 0)]
+            cluster.partition_states[(TOPIC, 0)] = dataclasses.replace(state, leader=2, isr=(2,))
+            cluster.restart_broker(2)
+            raw.call(
+                addresses.replica_manager(2), produce_request(1, (TOPIC, 0, batch(b"c"))), WAIT_S
+            )
+            cluster.restart_broker(1)
+            wait_until(
+                lambda: events.named("partition.truncate", broker=1),
+                message="the old leader to cut the record its successor never had",
+            )
+        finally:
+            raw.close()
+
+
 @pytest.fixture(scope="module")
 def emitted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[bytes]]:
     """Every line the run wrote: the demo's event file, then the extra scenarios' stream.
@@ -409,6 +470,7 @@ def emitted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[bytes]]:
         _failing_tasks(events)
         _crashing_actor(events)
         _controller_scenario(events)
+        _divergence_scenario(events)
         tracing.flush()
         lines += stream.getvalue().splitlines()
     finally:

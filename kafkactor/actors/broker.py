@@ -210,16 +210,17 @@ class Broker:
         self.log_manager.shutdown()
         _log.info("broker.stop", broker=self.broker_id)
 
-    def kill(self) -> None:
-        """A crash: actors stopped, nothing flushed or checkpointed."""
+    def kill(self, *, lose_unflushed: bool = False) -> None:
+        """A crash: actors stopped, nothing flushed or checkpointed. With `lose_unflushed`, an
+        OS crash or power loss: the segment files are also cut back to what was fsynced."""
         if not self.alive:
             return
         self.alive = False
         if self.zookeeper is not None:
             self.zookeeper.pause()  # no more heartbeats: the session expires after its timeout
         self._stop_actors()
-        self.log_manager.crash()
-        _log.info("broker.crash", broker=self.broker_id)
+        self.log_manager.crash(lose_unflushed=lose_unflushed)
+        _log.info("broker.crash", broker=self.broker_id, lose_unflushed=lose_unflushed)
 
     def actor_count(self) -> int:
         """Live actors of this broker (every actor is a thread)."""

@@ -32,6 +32,8 @@ from kafkactor.messages.replication import (
     FetchResponse,
     LeaderAndIsr,
     LeaderAndIsrResponse,
+    OffsetsForLeaderEpochRequest,
+    OffsetsForLeaderEpochResponse,
     PartitionDescription,
     PartitionLeaderState,
     UpdateMetadata,
@@ -48,6 +50,14 @@ _log = get_logger("kafkactor.cluster")
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 CLUSTER_CONTROLLER_ID = 0  # the Cluster itself assigns leaders until a controller does
+
+# what `isolate_broker` drops between brokers: the replication data path
+_REPLICATION_TRAFFIC = (
+    FetchRequest,
+    FetchResponse,
+    OffsetsForLeaderEpochRequest,
+    OffsetsForLeaderEpochResponse,
+)
 
 
 class TopicExistsError(ValueError):
@@ -411,14 +421,17 @@ class Cluster:
 
     # -- faults ----------------------------------------------------------------------------------
 
-    def kill_broker(self, broker_id: int) -> None:
+    def kill_broker(self, broker_id: int, *, lose_unflushed: bool = False) -> None:
         """Stop a broker as a crash: its actors stop, nothing is flushed or checkpointed.
 
         With ZooKeeper its session stops heartbeating, so its registration goes (and the
         controller reacts) only when the session times out, as after a real crash.
+        `lose_unflushed=True` models an OS crash or power loss rather than a process crash:
+        its segment files are cut back to what was fsynced, so records it had written but
+        not flushed are gone when it restarts.
         """
-        self.brokers[broker_id].kill()
-        _log.info("cluster.broker_killed", broker=broker_id)
+        self.brokers[broker_id].kill(lose_unflushed=lose_unflushed)
+        _log.info("cluster.broker_killed", broker=broker_id, lose_unflushed=lose_unflushed)
         if self._zk is None:
             self._update_metadata()
 
@@ -452,7 +465,8 @@ class Cluster:
         _log.info("cluster.session_expired", broker=broker_id)
 
     def isolate_broker(self, broker_id: int) -> None:
-        """Drop the fetches between this broker and its peers (its session stays up)."""
+        """Drop the replication traffic between this broker and its peers (fetches and the
+        OffsetsForLeaderEpoch exchange); its ZooKeeper session stays up."""
         self._isolated.add(broker_id)
         self.directory.drop = self._drop_isolated_fetch
         _log.info("cluster.broker_isolated", broker=broker_id)
@@ -466,7 +480,7 @@ class Cluster:
 
     def _drop_isolated_fetch(self, address: str, message: Any) -> bool:
         payload = getattr(message, "payload", message)
-        if not isinstance(payload, FetchRequest | FetchResponse):
+        if not isinstance(payload, _REPLICATION_TRAFFIC):
             return False
         sender = getattr(message, "sender", "")
         ends = {_broker_of(address), _broker_of(sender)}

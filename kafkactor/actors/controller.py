@@ -58,6 +58,13 @@ class ControllerActor(TracedActor):
     - **Fencing.** On losing its ZooKeeper session, or finding a newer controller epoch in a
       znode it was about to write, it resigns and stops acting; brokers reject requests of
       older epochs on their own.
+    - **Broker epochs (KIP-380).** A broker's epoch is the czxid of its registration. A
+      broker that registers again under the same id (restarted within its session timeout,
+      or after its session expired) is handled as a failure followed by a startup: it leaves
+      the ISRs, its leaderships move, and it is sent its LeaderAndIsr again. Every request
+      carries the recipient's epoch, so one meant for its earlier run is refused. A new
+      controller does not know the epochs its predecessor saw: it treats a replica whose
+      registration is newer than a partition's state znode (czxid > mzxid) as restarted.
 
     ZooKeeper calls are synchronous and made on this actor's thread, as Kafka's controller
     thread makes them. Watch callbacks run on the ZooKeeper client's event thread and only
@@ -80,6 +87,7 @@ class ControllerActor(TracedActor):
         self.epoch_zk_version = -1
         self.is_controller = False
         self.state = ControllerState()
+        self._decided_at: dict[tuple[str, int], int] = {}  # state znode mzxid, at take-over
         self._ids = itertools.count(1)
 
     @property
@@ -182,10 +190,20 @@ class ControllerActor(TracedActor):
         self._zk.ensure_path(zk_data.BROKER_TOPICS)
         self._zk.ensure_path(zk_data.BROKER_IDS)
         self._zk.ensure_path(zk_data.ISR_CHANGE_NOTIFICATION)
+        self._decided_at = {}
         self._load_topics(self._watch_children(zk_data.BROKER_TOPICS, TopicsChanged()))
-        live = self._live_brokers()
-        changes = self.state.brokers_changed(live)
-        self._apply(changes)
+        epochs = self._live_broker_epochs()
+        self.state.broker_epochs = dict(epochs)
+        self.state.live_brokers = set(epochs)
+        restarted = []
+        for key, decided_at in sorted(self._decided_at.items()):
+            after = {b for b, epoch in epochs.items() if epoch > decided_at}
+            change = self.state.replicas_restarted(key, after) if after else None
+            if change is not None:
+                restarted.append(change)
+        self._decided_at = {}
+        self._apply(restarted)
+        self._apply(self.state.brokers_changed(epochs))
         # the new controller tells every live broker everything, in its own epoch
         self._send_leader_and_isr(self.state.partitions.values())
         self._send_update_metadata()
@@ -199,12 +217,16 @@ class ControllerActor(TracedActor):
         children: list[str] = self._zk.get_children(path, watch=changed)
         return children
 
-    def _live_brokers(self) -> list[int]:
-        return sorted(
-            int(child)
-            for child in self._watch_children(zk_data.BROKER_IDS, BrokersChanged())
-            if child.isdigit()
-        )
+    def _live_broker_epochs(self) -> dict[int, int]:
+        """The registered brokers and their epochs (the czxid of `/brokers/ids/<id>`)."""
+        epochs = {}
+        for child in self._watch_children(zk_data.BROKER_IDS, BrokersChanged()):
+            if not child.isdigit():
+                continue
+            stat = self._zk.exists(zk_data.broker_path(int(child)))
+            if stat is not None:  # gone since the listing: not live
+                epochs[int(child)] = int(stat.czxid)
+        return dict(sorted(epochs.items()))
 
     def _load_topics(self, topics: Iterable[str]) -> list[LeadershipChange]:
         """Read new topics; partitions without a state znode are new and get leaders."""
@@ -232,6 +254,7 @@ class ControllerActor(TracedActor):
                     # Kafka would stop here; we leave that partition alone and go on
                     self.log_event("controller.bad_partition_state", path=path, error=str(error))
                     continue
+                self._decided_at[(topic, partition)] = int(stat.mzxid)
                 self.state.load(
                     PartitionLeadership(
                         topic=topic,
@@ -261,15 +284,22 @@ class ControllerActor(TracedActor):
         if not self.is_controller:
             return
         before = set(self.state.live_brokers)
-        live = self._live_brokers()
-        changes = self.state.brokers_changed(live)
+        epochs = self._live_broker_epochs()
+        live = list(epochs)
+        bounced = sorted(self.state.bounced(epochs))
         joined = sorted(set(live) - before)
         left = sorted(before - set(live))
-        self.log_event("controller.brokers_changed", live=live, joined=joined, left=left)
-        self._apply(changes)
-        if joined:  # a returning broker learns its replicas' state
+        self.log_event(
+            "controller.brokers_changed", live=live, joined=joined, left=left, bounced=bounced
+        )
+        if bounced:  # Kafka's onBrokerFailure for them first, then onBrokerStartup
+            self._apply(self.state.brokers_changed(set(live) - set(bounced)))
+        self.state.broker_epochs = dict(epochs)
+        self._apply(self.state.brokers_changed(live))
+        starting = set(joined) | set(bounced)
+        if starting:  # a returning broker learns its replicas' state
             self._send_leader_and_isr(
-                [p for b in joined for p in self.state.partitions_of(b)], only=set(joined)
+                [p for b in sorted(starting) for p in self.state.partitions_of(b)], only=starting
             )
         self._send_update_metadata()
 
@@ -427,6 +457,7 @@ class ControllerActor(TracedActor):
                     correlation_id=next(self._ids),
                     controller_id=self.broker_id,
                     controller_epoch=self.epoch,
+                    broker_epoch=self.state.broker_epochs.get(broker, -1),
                     partition_states=tuple(states),
                 ),
             )
@@ -442,6 +473,7 @@ class ControllerActor(TracedActor):
                     correlation_id=next(self._ids),
                     controller_id=self.broker_id,
                     controller_epoch=self.epoch,
+                    broker_epoch=self.state.broker_epochs.get(broker, -1),
                     partition_states=states,
                     live_brokers=live,
                 ),

@@ -59,6 +59,7 @@ class ControllerState:
 
     def __init__(self) -> None:
         self.live_brokers: set[int] = set()
+        self.broker_epochs: dict[int, int] = {}  # live broker -> czxid of its registration
         self.partitions: dict[TopicPartitionKey, PartitionLeadership] = {}
         self.unclean_topics: set[str] = set()
 
@@ -125,6 +126,38 @@ class ControllerState:
             after = replace(state, isr=isr, leader_epoch=state.leader_epoch + 1)
             return LeadershipChange(state, after, f"replicas {list(gone)} went offline")
         return self.elect(state, "leader went offline" if state.online else "offline partition")
+
+    def bounced(self, epochs: Mapping[int, int]) -> set[int]:
+        """Live brokers registered again under the same id since the epochs last given
+        (KIP-380): a restart within the session timeout, or a new session after expiry."""
+        return {
+            broker
+            for broker, epoch in epochs.items()
+            if broker in self.broker_epochs and self.broker_epochs[broker] != epoch
+        }
+
+    def replicas_restarted(
+        self, key: TopicPartitionKey, restarted: Iterable[int]
+    ) -> LeadershipChange | None:
+        """Replicas of `key` that registered again after its state was decided: what the state
+        says of them describes an earlier run, which may have lost unflushed records. As for a
+        broker that failed and came back, they leave the ISR (never emptying it), and a
+        restarted leader hands over to a live ISR member that did not restart (or the
+        partition goes offline until `brokers_changed` elects again)."""
+        state = self.partitions[key]
+        gone = set(restarted) & {*state.isr, state.leader}
+        if not gone:
+            return None
+        live = self.live_brokers
+        self.live_brokers = live - gone
+        try:
+            change = self._reconsider(state, gone)
+        finally:
+            self.live_brokers = live
+        if change is not None:
+            change = replace(change, reason=f"replicas {sorted(gone)} restarted: {change.reason}")
+            self.partitions[key] = change.after
+        return change
 
     def reconsider(self, key: TopicPartitionKey) -> LeadershipChange | None:
         """Decide again for one partition (after its znode changed under us)."""

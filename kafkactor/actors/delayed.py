@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from kafkactor.actors.base import handles
@@ -249,8 +250,13 @@ class DelayedFetch(RequestOperation):
                 records = b""
             else:
                 records = log.read(wanted.fetch_offset, wanted.max_bytes, max_offset).records
-        except OffsetOutOfRangeError:
-            return failed(ErrorCode.OFFSET_OUT_OF_RANGE)
+        except OffsetOutOfRangeError as error:
+            # the log's own bounds, not the snapshot's: retention may have moved the start since
+            return replace(
+                failed(ErrorCode.OFFSET_OUT_OF_RANGE),
+                log_start_offset=error.log_start_offset,
+                log_end_offset=error.log_end_offset,
+            )
         except LogClosedError:
             return failed(ErrorCode.NOT_LEADER_FOR_PARTITION)
         except StorageError:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -10,17 +11,25 @@ from kafkactor import tracing
 from kafkactor.actors import addresses
 from kafkactor.actors.base import TraceContext, TracedActor, handles
 from kafkactor.actors.directory import Directory
-from kafkactor.messages import ErrorCode, ErrorResponse
+from kafkactor.messages import ErrorCode, ErrorResponse, Request
 from kafkactor.messages.replication import (
+    UNDEFINED_EPOCH,
     AddFetcherPartitions,
     AppendAsFollower,
+    EpochEndOffset,
     FetchAgain,
     FetchPartition,
+    FetchPartitionData,
     FetchRequest,
     FetchResponse,
     FetchTimedOut,
     FollowerAppended,
+    FollowerTruncated,
+    OffsetForLeaderPartition,
+    OffsetsForLeaderEpochRequest,
+    OffsetsForLeaderEpochResponse,
     RemoveFetcherPartitions,
+    TruncateFollower,
     partition_key,
 )
 from kafkactor.timer import CallbackTask, Clock, Timer
@@ -28,30 +37,48 @@ from kafkactor.timer import CallbackTask, Clock, Timer
 if TYPE_CHECKING:
     from kafkactor.actors.replica_manager import ReplicaManagerConfig
 
+_FETCH = "fetch"
+_EPOCHS = "epochs"
+
 
 @dataclass(slots=True)
 class FetchState:
-    """Where one follower partition stands: its log end (the next fetch offset) and epoch."""
+    """Where one follower partition stands (Kafka's PartitionFetchState).
+
+    `truncating`: it follows a new leader and must find its truncation point
+    (OffsetsForLeaderEpoch from `latest_epoch`) before it fetches. `busy`: a request about it
+    is out (an epoch question, a truncation or an append). `retry_at_ms`: after an error it
+    waits until then, on its own (Kafka's per-partition delay).
+    """
 
     topic: str
     partition: int
     fetch_offset: int
     leader_epoch: int
     high_watermark: int = -1
+    truncating: bool = False
+    latest_epoch: int = UNDEFINED_EPOCH
+    busy: bool = False
+    retry_at_ms: int = 0
 
 
 class ReplicaFetcherActor(TracedActor):
     """Kafka's `ReplicaFetcherThread` for one (follower broker, leader broker) pair.
 
-    Sends one long-poll `FetchRequest` (replica id = this broker, `replica.fetch.wait.max.ms`,
-    `replica.fetch.min.bytes`) for all its partitions to the leader's replica manager; hands
-    each partition's batches (and the leader's HW) to the local `PartitionActor` as
-    `AppendAsFollower`; fetches again once every append is answered. A partition whose offset
-    is out of range on the leader is truncated first (to the leader's log end when the
-    follower is ahead, else to the leader's log start). When the leader cannot be reached or
-    answers with an error, it backs off for `replica.fetch.backoff.ms` on the broker's timer.
-    Partitions removed (leadership moved) are dropped, and answers about them ignored; with no
-    partitions left the fetcher idles.
+    A partition that starts following this leader first finds where its log and the
+    leader's agree: it asks the leader's replica manager for the end offset of its latest
+    epoch (`OffsetsForLeaderEpochRequest`, api key 23) and has the local partition cut its log
+    there (`TruncateFollower`), asking again for an earlier epoch when the leader named one the
+    follower lacks (KIP-279). Then it fetches: one long-poll `FetchRequest` (replica id = this
+    broker, `replica.fetch.wait.max.ms`, `replica.fetch.min.bytes`) for all its fetching
+    partitions, each partition's batches (and the leader's HW) handed to the local
+    `PartitionActor` as `AppendAsFollower`, the next fetch once every append is answered.
+
+    Out of range: a follower ahead of the leader finds its truncation point again from the
+    epochs; one behind the leader's log start empties its log and starts there. A partition
+    whose fetch, truncation or append fails waits `replica.fetch.backoff.ms` on its own; a
+    leader that cannot be reached or does not answer backs the whole fetcher off. Partitions
+    removed (leadership moved) are dropped and answers about them ignored.
     """
 
     def __init__(
@@ -73,15 +100,19 @@ class ReplicaFetcherActor(TracedActor):
         self.config = config
         self.partitions: dict[str, FetchState] = {}
         self._ids = itertools.count(1)
-        self._in_flight: int | None = None
-        self._appending: dict[int, str] = {}
-        self._backoff: CallbackTask | None = None
-        self._deadline: CallbackTask | None = None
-        self._failed = False
+        self._in_flight: dict[int, str] = {}  # correlation id -> _FETCH or _EPOCHS
+        self._deadlines: dict[int, CallbackTask] = {}
+        # what is out, by correlation id: an epoch question's partitions, a local truncation's
+        # or append's partition (the state object: a partition re-added meanwhile is another)
+        self._asked: dict[int, tuple[FetchState, ...]] = {}
+        self._busy: dict[int, FetchState] = {}
+        self._wakeup: CallbackTask | None = None
+        self._wakeup_at_ms = -1
+        self._backoff_until_ms = 0  # the whole fetcher (the leader did not answer)
         self.fetches = 0
 
     def on_stop(self) -> None:
-        for task in (self._backoff, self._deadline):
+        for task in [*self._deadlines.values(), self._wakeup]:
             if task is not None:
                 task.cancel()
         super().on_stop()
@@ -91,11 +122,18 @@ class ReplicaFetcherActor(TracedActor):
     @handles(AddFetcherPartitions)
     def _on_add(self, request: AddFetcherPartitions) -> None:
         for p in request.partitions:
-            self.partitions[partition_key(p.topic, p.partition)] = FetchState(
+            key = partition_key(p.topic, p.partition)
+            current = self.partitions.get(key)
+            if current is not None and not p.truncate:
+                current.leader_epoch = p.leader_epoch  # same leader, newer epoch
+                continue
+            self.partitions[key] = FetchState(
                 topic=p.topic,
                 partition=p.partition,
                 fetch_offset=p.fetch_offset,
                 leader_epoch=p.leader_epoch,
+                truncating=p.truncate,
+                latest_epoch=p.latest_epoch,
             )
         self._maybe_fetch()
 
@@ -107,23 +145,54 @@ class ReplicaFetcherActor(TracedActor):
     # -- the loop ----------------------------------------------------------------------------------
 
     def _maybe_fetch(self) -> None:
-        if self._in_flight is not None or self._appending or self._backoff is not None:
+        now = self.clock.now_ms()
+        if now < self._backoff_until_ms:
+            self._wake_at(self._backoff_until_ms)
             return
-        if not self.partitions:
-            return
-        if self._failed:
-            self._failed = False
-            self._back_off()
-            return
-        correlation_id = next(self._ids)
-        self._in_flight = correlation_id
+        ready = [
+            (key, s) for key, s in self.partitions.items() if not s.busy and s.retry_at_ms <= now
+        ]
+        if _EPOCHS not in self._in_flight.values():
+            asking = [(key, s) for key, s in ready if s.truncating]
+            if asking:
+                self._ask_epochs(asking)
+        fetching = [s for _key, s in ready if not s.truncating]
+        if fetching and _FETCH not in self._in_flight.values() and not self._appending():
+            self._fetch(fetching)
+        waiting = [s.retry_at_ms for s in self.partitions.values() if s.retry_at_ms > now]
+        if waiting:
+            self._wake_at(min(waiting))
+
+    def _appending(self) -> bool:
+        return any(self._is_current(state) for state in self._busy.values())
+
+    def _is_current(self, state: FetchState) -> bool:
+        """Whether `state` is still this partition's state (not removed or replaced)."""
+        return self.partitions.get(partition_key(state.topic, state.partition)) is state
+
+    def _send_to_leader(self, kind: str, request: Request) -> None:
+        self._in_flight[request.correlation_id] = kind
+        self.send(
+            self.leader_address, request, trace=TraceContext(tracing.new_id(), "")
+        )  # each fetch or epoch question is a trace of its own
+        # Kafka's replica.socket.timeout.ms: an answer lost on the way must not stall the loop
+        timed_out = FetchTimedOut(correlation_id=request.correlation_id)
+        wait = self.config.replica_fetch_wait_max_ms if kind == _FETCH else 0
+        deadline = CallbackTask(
+            wait + self.config.replica_socket_timeout_ms,
+            lambda: self.directory.tell(self.address, timed_out),
+        )
+        self._deadlines[request.correlation_id] = deadline
+        self.timer.add(deadline)
+
+    def _fetch(self, states: list[FetchState]) -> None:
         self.fetches += 1
         max_bytes = self.config.replica_fetch_max_bytes
-        self.send(
-            self.leader_address,
+        self._send_to_leader(
+            _FETCH,
             FetchRequest(
                 reply_to=self.address,
-                correlation_id=correlation_id,
+                correlation_id=next(self._ids),
                 replica_id=self.broker_id,
                 max_wait_ms=self.config.replica_fetch_wait_max_ms,
                 min_bytes=self.config.replica_fetch_min_bytes,
@@ -134,80 +203,156 @@ class ReplicaFetcherActor(TracedActor):
                         fetch_offset=s.fetch_offset,
                         max_bytes=max_bytes,
                     )
-                    for s in self.partitions.values()
+                    for s in states
                 ),
             ),
-            trace=TraceContext(tracing.new_id(), ""),  # each fetch is a trace of its own
         )
-        # Kafka's replica.socket.timeout.ms: an answer lost on the way must not stall the loop
-        if self._deadline is not None:
-            self._deadline.cancel()
-        timed_out = FetchTimedOut(correlation_id=correlation_id)
-        self._deadline = CallbackTask(
-            self.config.replica_fetch_wait_max_ms + self.config.replica_socket_timeout_ms,
-            lambda: self.directory.tell(self.address, timed_out),
-        )
-        self.timer.add(self._deadline)
 
-    def _back_off(self) -> None:
-        if self._backoff is not None:
-            return
+    def _ask_epochs(self, asking: list[tuple[str, FetchState]]) -> None:
+        correlation_id = next(self._ids)
+        for _key, state in asking:
+            state.busy = True
+        self._asked[correlation_id] = tuple(s for _key, s in asking)
+        self._send_to_leader(
+            _EPOCHS,
+            OffsetsForLeaderEpochRequest(
+                reply_to=self.address,
+                correlation_id=correlation_id,
+                replica_id=self.broker_id,
+                partitions=tuple(
+                    OffsetForLeaderPartition(
+                        topic=s.topic,
+                        partition=s.partition,
+                        current_leader_epoch=s.leader_epoch,
+                        leader_epoch=s.latest_epoch,
+                    )
+                    for _key, s in asking
+                ),
+            ),
+        )
+
+    def _wake_at(self, at_ms: int) -> None:
+        if self._wakeup is not None and self._wakeup_at_ms <= at_ms:
+            return  # an earlier wake-up is set: it will look again
+        if self._wakeup is not None:
+            self._wakeup.cancel()
 
         def again() -> None:
             self.directory.tell(self.address, FetchAgain())
 
-        self._backoff = CallbackTask(self.config.replica_fetch_backoff_ms, again)
-        self.timer.add(self._backoff)
+        self._wakeup_at_ms = at_ms
+        self._wakeup = CallbackTask(max(0, at_ms - self.clock.now_ms()), again)
+        self.timer.add(self._wakeup)
 
     @handles(FetchAgain)
     def _on_fetch_again(self, _event: FetchAgain) -> None:
-        self._backoff = None
+        self._wakeup = None
+        self._wakeup_at_ms = -1
         self._maybe_fetch()
+
+    def _back_off(self, states: Iterable[FetchState]) -> None:
+        """These partitions wait `replica.fetch.backoff.ms` before they are tried again."""
+        retry_at = self.clock.now_ms() + self.config.replica_fetch_backoff_ms
+        for state in states:
+            state.retry_at_ms = retry_at
+
+    def _leader_failed(self, correlation_id: int) -> None:
+        """The leader did not answer (unreachable, or no answer in time): the whole fetcher
+        waits, and partitions that were asking about their epochs ask again later."""
+        self._in_flight.pop(correlation_id, None)
+        deadline = self._deadlines.pop(correlation_id, None)
+        if deadline is not None:
+            deadline.cancel()
+        for state in self._asked.pop(correlation_id, ()):
+            state.busy = False
+        self._backoff_until_ms = self.clock.now_ms() + self.config.replica_fetch_backoff_ms
+
+    def _answered(self, correlation_id: int) -> bool:
+        """Whether `correlation_id` is an outstanding request of this fetcher (now answered)."""
+        if self._in_flight.pop(correlation_id, None) is None:
+            return False
+        deadline = self._deadlines.pop(correlation_id, None)
+        if deadline is not None:
+            deadline.cancel()
+        return True
 
     @handles(FetchTimedOut)
     def _on_fetch_timed_out(self, event: FetchTimedOut) -> None:
-        if event.correlation_id != self._in_flight:
+        if event.correlation_id not in self._in_flight:
             return  # answered meanwhile
-        self._in_flight = None
         self.log_event("fetcher.timeout", leader=self.leader, correlation_id=event.correlation_id)
-        self._failed = True
+        self._leader_failed(event.correlation_id)
         self._maybe_fetch()
 
-    def _answered(self) -> None:
-        self._in_flight = None
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
+    # -- answers from the leader -------------------------------------------------------------------
 
     @handles(FetchResponse)
     def _on_fetch_response(self, response: FetchResponse) -> None:
-        if response.correlation_id != self._in_flight:
+        if not self._answered(response.correlation_id):
             return
-        self._answered()
+        failed: list[FetchState] = []
         for data in response.partitions:
             key = partition_key(data.topic, data.partition)
             state = self.partitions.get(key)
-            if state is None:
-                continue  # removed while the fetch was out
+            if state is None or state.truncating or state.busy:
+                continue  # removed, or re-added for a new leader, while the fetch was out
             if data.error_code is ErrorCode.NONE:
                 if data.records or data.high_watermark != state.high_watermark:
                     state.high_watermark = data.high_watermark
-                    self._append(state, key, data.records, data.high_watermark, -1)
+                    self._append(state, key, data.records, data.high_watermark)
             elif data.error_code is ErrorCode.OFFSET_OUT_OF_RANGE:
-                if state.fetch_offset > data.log_end_offset:
-                    cut = data.log_end_offset  # the follower is ahead of the leader
-                else:
-                    cut = data.log_start_offset  # it fell behind the leader's retention
-                self._append(state, key, b"", data.high_watermark, max(cut, 0))
+                self._out_of_range(state, key, data)
             else:
-                self._failed = True  # e.g. leadership moved: wait for the controller
+                failed.append(state)  # e.g. leadership moved: wait for the controller
+        self._back_off(failed)
         self._maybe_fetch()
 
-    def _append(
-        self, state: FetchState, key: str, records: bytes, high_watermark: int, truncate_to: int
-    ) -> None:
+    def _out_of_range(self, state: FetchState, key: str, data: FetchPartitionData) -> None:
+        if data.log_start_offset <= state.fetch_offset <= data.log_end_offset:
+            self._back_off([state])  # in range by now (the log moved meanwhile): try again
+            return
+        if state.fetch_offset > data.log_end_offset:
+            # Ahead of the leader: find where the logs agree from the epochs again, never by
+            # cutting blindly to the leader's log end.
+            state.truncating = True
+            return
+        # Behind the leader's log start (retention): start over at the leader's log start.
+        self._truncate(state, key, start_at=max(data.log_start_offset, 0))
+
+    @handles(OffsetsForLeaderEpochResponse)
+    def _on_epochs(self, response: OffsetsForLeaderEpochResponse) -> None:
+        asked = self._asked.pop(response.correlation_id, ())
+        if not self._answered(response.correlation_id):
+            return
+        answers = {partition_key(a.topic, a.partition): a for a in response.partitions}
+        failed: list[FetchState] = []
+        for state in asked:
+            state.busy = False
+            if not self._is_current(state):
+                continue
+            key = partition_key(state.topic, state.partition)
+            answer = answers.get(key)
+            if answer is None or answer.error_code is not ErrorCode.NONE:
+                failed.append(state)
+                if answer is not None:
+                    self.log_event(
+                        "fetcher.error",
+                        leader=self.leader,
+                        error_code=int(answer.error_code),
+                        error=answer.error_code.name,
+                        reason=f"OffsetsForLeaderEpoch for {key}",
+                    )
+                continue
+            self._truncate(state, key, epoch_end=answer)
+        self._back_off(failed)
+        self._maybe_fetch()
+
+    # -- local requests to the partitions ----------------------------------------------------------
+
+    def _append(self, state: FetchState, key: str, records: bytes, high_watermark: int) -> None:
         correlation_id = next(self._ids)
-        self._appending[correlation_id] = key
+        self._busy[correlation_id] = state
+        state.busy = True
         self.send(
             addresses.partition(self.broker_id, key),
             AppendAsFollower(
@@ -218,29 +363,67 @@ class ReplicaFetcherActor(TracedActor):
                 records=records,
                 leader_epoch=state.leader_epoch,
                 leader_high_watermark=high_watermark,
-                truncate_to=truncate_to,
             ),
         )
 
+    def _truncate(
+        self,
+        state: FetchState,
+        key: str,
+        *,
+        epoch_end: EpochEndOffset | None = None,
+        start_at: int = -1,
+    ) -> None:
+        correlation_id = next(self._ids)
+        self._busy[correlation_id] = state
+        state.busy = True
+        self.send(
+            addresses.partition(self.broker_id, key),
+            TruncateFollower(
+                reply_to=self.address,
+                correlation_id=correlation_id,
+                topic=state.topic,
+                partition=state.partition,
+                leader_epoch=state.leader_epoch,
+                epoch_end=epoch_end,
+                start_at=start_at,
+            ),
+        )
+
+    def _local_answer(self, correlation_id: int) -> FetchState | None:
+        """The partition a local answer is about, if it is still the current one."""
+        state = self._busy.pop(correlation_id, None)
+        if state is None:
+            return None
+        state.busy = False
+        return state if self._is_current(state) else None
+
     @handles(FollowerAppended)
     def _on_appended(self, response: FollowerAppended) -> None:
-        key = self._appending.pop(response.correlation_id, None)
-        if key is None:
-            return
-        state = self.partitions.get(key)
+        state = self._local_answer(response.correlation_id)
         if state is not None:
-            if response.error_code is ErrorCode.NONE:
-                state.fetch_offset = response.log_end_offset
+            state.fetch_offset = response.log_end_offset
+            state.latest_epoch = response.latest_epoch
+            if response.error_code is not ErrorCode.NONE:
+                self._back_off([state])
+        self._maybe_fetch()
+
+    @handles(FollowerTruncated)
+    def _on_truncated(self, response: FollowerTruncated) -> None:
+        state = self._local_answer(response.correlation_id)
+        if state is not None:
+            state.fetch_offset = response.log_end_offset
+            state.latest_epoch = response.latest_epoch
+            if response.error_code is not ErrorCode.NONE:
+                self._back_off([state])
             else:
-                self._failed = True
-                state.fetch_offset = response.log_end_offset
+                state.truncating = not response.completed
         self._maybe_fetch()
 
     @handles(ErrorResponse)
     def _on_error(self, response: ErrorResponse) -> None:
         """The leader (or a local partition) could not be reached or failed the request."""
-        if response.correlation_id == self._in_flight:
-            self._answered()
+        if response.correlation_id in self._in_flight:
             self.log_event(
                 "fetcher.error",
                 leader=self.leader,
@@ -248,7 +431,9 @@ class ReplicaFetcherActor(TracedActor):
                 error=response.error_code.name,
                 reason=response.message,
             )
-            self._failed = True
-        elif self._appending.pop(response.correlation_id, None) is not None:
-            self._failed = True
+            self._leader_failed(response.correlation_id)
+        else:
+            state = self._local_answer(response.correlation_id)
+            if state is not None:
+                self._back_off([state])
         self._maybe_fetch()

@@ -10,6 +10,7 @@ from kafkactor import tracing
 from kafkactor.actors import zk_data
 from kafkactor.actors.base import TracedActor, handles
 from kafkactor.actors.directory import Directory
+from kafkactor.actors.epoch_truncation import truncation_point
 from kafkactor.actors.high_watermarks import HighWatermarks
 from kafkactor.actors.partition_state import PartitionState
 from kafkactor.actors.zk_session import ZooKeeperSession
@@ -20,8 +21,10 @@ from kafkactor.messages.replication import (
     AppendResult,
     BecomeLeaderOrFollower,
     DescribePartition,
+    EpochEndOffset,
     FollowerAppended,
     FollowerFetchPosition,
+    FollowerTruncated,
     HighWatermarkAdvanced,
     LeadershipChanged,
     LogEndOffsetAdvanced,
@@ -31,6 +34,7 @@ from kafkactor.messages.replication import (
     PartitionSnapshot,
     PartitionStateApplied,
     StopPartition,
+    TruncateFollower,
     partition_key,
 )
 from kafkactor.storage import (
@@ -196,6 +200,19 @@ class PartitionActor(TracedActor):
         outcome = state.update_follower(
             event.replica_id, event.fetch_offset, self.log.log_end_offset, self.clock.now_ms()
         )
+        if outcome.isr_shrunk:
+            self.log_event(
+                "partition.isr_shrink",
+                topic=state.topic,
+                partition=state.partition,
+                removed=[event.replica_id],
+                isr_before=list(isr_before),
+                isr=list(state.isr),
+                high_watermark=state.high_watermark,
+                reason="fetched below the high watermark: it lost acknowledged records",
+            )
+            self._publish(HighWatermarkAdvanced, hw_moved=False)
+            return
         if outcome.isr_expanded and tracing.is_enabled():
             self.log_event(
                 "partition.isr_expand",
@@ -236,27 +253,23 @@ class PartitionActor(TracedActor):
     @handles(AppendAsFollower)
     def _on_append_as_follower(self, request: AppendAsFollower) -> None:
         state = self.state
-        if self._stopped or state.is_leader or request.leader_epoch != state.leader_epoch:
+        if self._stopped or not state.follows_epoch(request.leader_epoch):
             self.reply(
                 request,
                 FollowerAppended(
                     topic=state.topic,
                     partition=state.partition,
                     error_code=ErrorCode.NOT_LEADER_FOR_PARTITION,
-                    message=(
-                        f"not following leader epoch {request.leader_epoch} "
-                        f"(leader {state.leader}, epoch {state.leader_epoch})"
-                    ),
+                    message=self._not_following(request.leader_epoch),
                     log_end_offset=self.log.log_end_offset,
+                    latest_epoch=self.log.latest_epoch,
                 ),
             )
             return
         error, reason = ErrorCode.NONE, ""
+        previous_log_end = self.log.log_end_offset
         try:
-            if request.truncate_to >= 0:
-                self._truncate(request.truncate_to, reason="offset out of range on the leader")
             if request.records:
-                previous_log_end = self.log.log_end_offset
                 self.log.append_as_follower(request.records)
         except (StorageError, ValueError) as failure:
             error, reason = storage_error_code(failure), str(failure)
@@ -282,7 +295,91 @@ class PartitionActor(TracedActor):
                 error_code=error,
                 message=reason,
                 log_end_offset=log_end,
+                latest_epoch=self.log.latest_epoch,
             ),
+        )
+
+    def _not_following(self, leader_epoch: int) -> str:
+        state = self.state
+        return (
+            f"not following leader epoch {leader_epoch} (leader {state.leader}, epoch "
+            f"{state.leader_epoch}, following since epoch {state.follow_start_epoch})"
+        )
+
+    @handles(TruncateFollower)
+    def _on_truncate_follower(self, request: TruncateFollower) -> None:
+        """One truncation step of a follower that starts following a leader (KIP-101/279),
+        or the restart of a follower that fell behind the leader's log start."""
+        state = self.state
+        completed = True
+        error, reason = ErrorCode.NONE, ""
+        if self._stopped or not state.follows_epoch(request.leader_epoch):
+            error, reason = (
+                ErrorCode.NOT_LEADER_FOR_PARTITION,
+                self._not_following(request.leader_epoch),
+            )
+        else:
+            try:
+                if request.start_at >= 0:
+                    self._truncate_fully_and_start_at(request.start_at)
+                elif request.epoch_end is not None:
+                    completed = self._truncate_to_epoch_end(request.epoch_end)
+            except StorageError as failure:
+                error, reason = storage_error_code(failure), str(failure)
+        self.reply(
+            request,
+            FollowerTruncated(
+                topic=state.topic,
+                partition=state.partition,
+                error_code=error,
+                message=reason,
+                log_end_offset=self.log.log_end_offset,
+                latest_epoch=self.log.latest_epoch,
+                completed=completed,
+            ),
+        )
+
+    def _truncate_to_epoch_end(self, answer: EpochEndOffset) -> bool:
+        latest_before = self.log.latest_epoch
+        point = truncation_point(
+            answer.leader_epoch,
+            answer.end_offset,
+            follower_end_offset_for=self.log.end_offset_for_epoch,
+            log_end_offset=self.log.log_end_offset,
+            high_watermark=self.state.high_watermark,
+        )
+        self._truncate(point.offset, reason=point.reason)
+        self.log_event(
+            "partition.epoch_truncation",
+            topic=self.state.topic,
+            partition=self.state.partition,
+            leader=self.state.leader,
+            asked_epoch=latest_before,
+            answered_epoch=answer.leader_epoch,
+            answered_end_offset=answer.end_offset,
+            offset=point.offset,
+            log_end_offset=self.log.log_end_offset,
+            finished=point.completed,
+            reason=point.reason,
+        )
+        # Each incomplete round must remove an epoch; if the cut removed none (the epoch began
+        # at the log end and covers no records), there is nothing left to find.
+        return point.completed or self.log.latest_epoch >= latest_before
+
+    def _truncate_fully_and_start_at(self, offset: int) -> None:
+        before = self.log.log_end_offset
+        self.log.truncate_fully_and_start_at(offset)
+        self.state.high_watermark = offset
+        self._hw_position = None
+        self._record_high_watermark()
+        self.log_event(
+            "partition.truncate",
+            topic=self.state.topic,
+            partition=self.state.partition,
+            offset=offset,
+            log_end_before=before,
+            log_end_offset=self.log.log_end_offset,
+            reason="fetch offset below the leader's log start: start over there",
         )
 
     def _truncate(self, offset: int, *, reason: str) -> None:
@@ -313,14 +410,18 @@ class PartitionActor(TracedActor):
             return
         self._stopped = False
         was_leader = state.is_leader
+        truncate = False
         if decision.leader == self.broker:
             state.make_leader(decision, self.clock.now_ms(), self.log.log_end_offset)
+            # the new epoch starts at the log end now, so a follower asking for its end learns
+            # where this leader's log took over (Kafka 2.1+)
+            self.log.assign_leader_epoch(decision.leader_epoch)
             event = "partition.become_leader"
         else:
-            state.make_follower(decision, self.log.log_end_offset)
-            # Kafka 0.9: a new follower cuts its log back to its high watermark, since what
-            # lies above it may never have been committed, then fetches from the leader.
-            self._truncate(state.high_watermark, reason="became follower")
+            # No truncation here: a follower of a new leader asks it where its epochs end
+            # (OffsetsForLeaderEpoch) before fetching; the same leader in a newer epoch (an
+            # ISR change) leaves the log alone.
+            truncate = state.make_follower(decision, self.log.log_end_offset)
             event = "partition.become_follower"
         self._hw_position = None
         self._record_high_watermark()
@@ -338,9 +439,9 @@ class PartitionActor(TracedActor):
             high_watermark=state.high_watermark,
         )
         self._publish(LeadershipChanged, hw_moved=True, to_produce=True)
-        self.reply(request, self._applied(ErrorCode.NONE))
+        self.reply(request, self._applied(ErrorCode.NONE, truncate=truncate))
 
-    def _applied(self, error: ErrorCode) -> PartitionStateApplied:
+    def _applied(self, error: ErrorCode, *, truncate: bool = False) -> PartitionStateApplied:
         return PartitionStateApplied(
             topic=self.state.topic,
             partition=self.state.partition,
@@ -348,6 +449,8 @@ class PartitionActor(TracedActor):
             is_leader=self.state.is_leader,
             log_end_offset=self.log.log_end_offset,
             high_watermark=self.state.high_watermark,
+            truncate=truncate,
+            latest_epoch=self.log.latest_epoch,
         )
 
     @handles(StopPartition)

@@ -27,6 +27,7 @@ class FollowerFetchOutcome:
 
     high_watermark_advanced: bool = False
     isr_expanded: bool = False
+    isr_shrunk: bool = False  # an ISR member fetched below the HW: it lost acknowledged data
 
 
 class PartitionState:
@@ -63,6 +64,10 @@ class PartitionState:
         self.high_watermark = high_watermark
         self.leader = NO_LEADER
         self.leader_epoch = -1
+        # as leader: the log end offset when this leadership began (everything committed lies
+        # below it); as follower: the leader epoch in which it began following this leader
+        self.leader_epoch_start_offset = 0
+        self.follow_start_epoch = -1
         self.controller_epoch = -1
         self.zk_version = 0
         self.assigned_replicas: tuple[int, ...] = ()
@@ -88,20 +93,42 @@ class PartitionState:
     def make_leader(self, state: PartitionLeaderState, now_ms: int, log_end_offset: int) -> None:
         """Become leader: every follower's position is unknown until it fetches; ISR members
         count as caught up now, so none is dropped before it had a chance to fetch."""
+        was_leader = self.is_leader
         self._apply(state)
+        self.leader_epoch_start_offset = log_end_offset
+        self.follow_start_epoch = -1
+        known = self.followers if was_leader else {}  # a leader in a newer epoch keeps them
         self.followers = {
-            replica: FollowerProgress(last_caught_up_ms=now_ms, last_fetch_ms=now_ms)
+            replica: known.get(replica)
+            or FollowerProgress(last_caught_up_ms=now_ms, last_fetch_ms=now_ms)
             for replica in self.assigned_replicas
             if replica != self.local_broker
         }
         self.high_watermark = min(self.high_watermark, log_end_offset)
         self.maybe_increment_high_watermark(log_end_offset)
 
-    def make_follower(self, state: PartitionLeaderState, log_end_offset: int) -> None:
-        """Follow `state.leader`; the caller truncates the log to the high watermark."""
+    def make_follower(self, state: PartitionLeaderState, log_end_offset: int) -> bool:
+        """Follow `state.leader`. Returns whether that is a new leader for this replica: then
+        the caller finds its truncation point from the leader's epochs (KIP-101) before it
+        fetches. Following the same leader in a newer epoch (the controller changed the ISR)
+        changes only the state, as Kafka's makeFollowers skips such partitions: the log is
+        already a prefix of the leader's."""
+        new_leader = self.leader != state.leader or self.follow_start_epoch < 0
         self._apply(state)
+        if new_leader:
+            self.follow_start_epoch = state.leader_epoch
         self.followers = {}
         self.high_watermark = min(self.high_watermark, log_end_offset)
+        return new_leader
+
+    def follows_epoch(self, leader_epoch: int) -> bool:
+        """Whether data fetched in `leader_epoch` comes from the leader this replica follows
+        now (an epoch since it began following it, up to the current one)."""
+        return (
+            not self.is_leader
+            and self.follow_start_epoch >= 0
+            and self.follow_start_epoch <= leader_epoch <= self.leader_epoch
+        )
 
     def _apply(self, state: PartitionLeaderState) -> None:
         self.leader = state.leader
@@ -114,6 +141,7 @@ class PartitionState:
     def stop(self) -> None:
         """This replica no longer serves the partition (StopReplica)."""
         self.leader = NO_LEADER
+        self.follow_start_epoch = -1
         self.isr = ()
         self.followers = {}
 
@@ -130,10 +158,25 @@ class PartitionState:
     def update_follower(
         self, replica: int, fetch_offset: int, leader_log_end: int, now_ms: int
     ) -> FollowerFetchOutcome:
-        """A follower fetched from `fetch_offset`: its LEO; maybe the ISR and the HW move."""
+        """A follower fetched from `fetch_offset`: its LEO; maybe the ISR and the HW move.
+
+        A follower joins the ISR once its log end reaches both the HW and the offset where
+        this leadership began (KAFKA-7128: a new leader's HW may lag what was committed, and
+        a follower below that start could miss committed records). An ISR member fetching
+        below the HW has lost records it acknowledged (a power loss, a restart the controller
+        has not seen yet): it leaves the ISR at once, so it can never be elected with a hole.
+        """
         progress = self.followers.get(replica)
         if not self.is_leader or progress is None:
             return FollowerFetchOutcome()
+        if replica in self.isr and fetch_offset < self.high_watermark:
+            shrunk = tuple(r for r in self.isr if r != replica)
+            if self._may_change_isr(shrunk):
+                self.isr = shrunk
+                progress.log_end_offset = fetch_offset
+                progress.last_fetch_leader_leo = leader_log_end
+                progress.last_fetch_ms = now_ms
+                return FollowerFetchOutcome(isr_shrunk=True)
         progress.log_end_offset = fetch_offset
         if fetch_offset >= leader_log_end:
             progress.last_caught_up_ms = now_ms
@@ -142,7 +185,9 @@ class PartitionState:
         progress.last_fetch_leader_leo = leader_log_end
         progress.last_fetch_ms = now_ms
         expanded = False
-        if replica not in self.isr and fetch_offset >= self.high_watermark:
+        if replica not in self.isr and fetch_offset >= max(
+            self.high_watermark, self.leader_epoch_start_offset
+        ):
             grown = (*self.isr, replica)
             if self._may_change_isr(grown):
                 self.isr = grown

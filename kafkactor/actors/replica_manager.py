@@ -31,6 +31,7 @@ from kafkactor.messages.replication import (
     AppendRecords,
     AppendResult,
     BecomeLeaderOrFollower,
+    EpochEndOffset,
     FetcherPartition,
     FetchPartitionData,
     FetchRequest,
@@ -42,6 +43,8 @@ from kafkactor.messages.replication import (
     MaybeShrinkIsr,
     MetadataRequest,
     MetadataResponse,
+    OffsetsForLeaderEpochRequest,
+    OffsetsForLeaderEpochResponse,
     PartitionError,
     PartitionLeaderState,
     PartitionMetadata,
@@ -136,7 +139,11 @@ class ReplicaManagerActor(TracedActor):
       makes each replica leader or follower (a follower's fetcher is started or moved);
       `StopReplica` stops (and maybe deletes) replicas; `UpdateMetadata` fills the metadata
       cache that answers `MetadataRequest`. A request from an older controller epoch is
-      rejected with STALE_CONTROLLER_EPOCH.
+      rejected with STALE_CONTROLLER_EPOCH, one meant for an earlier registration of this
+      broker (an older broker epoch, KIP-380) with STALE_BROKER_EPOCH.
+    - **OffsetsForLeaderEpoch**: a follower of a partition this broker leads asks where one of
+      its epochs ends in the leader's log (KIP-101); the answer comes from the log's leader
+      epoch cache.
     - Periodically it asks its leader partitions to shrink their ISR and checkpoints the high
       watermarks.
     """
@@ -432,6 +439,39 @@ class ReplicaManagerActor(TracedActor):
         )
         self.reply(request, FetchResponse(partitions=partitions))
 
+    # -- leader epochs -----------------------------------------------------------------------------
+
+    @handles(OffsetsForLeaderEpochRequest)
+    def _on_offsets_for_leader_epoch(self, request: OffsetsForLeaderEpochRequest) -> None:
+        """Where each asked epoch ends in this leader's log (Kafka's
+        `Partition.lastOffsetForLeaderEpoch`). A follower whose current leader epoch is older
+        than this leader's gets FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH (this
+        broker has not heard of it yet); both retry after the controller's news arrives."""
+        answers = []
+        for part in request.partitions:
+            replica = self.replicas.get(partition_key(part.topic, part.partition))
+            error = self._leader_error(part.topic, part.partition, replica)
+            if replica is not None and error is ErrorCode.NONE and part.current_leader_epoch >= 0:
+                if part.current_leader_epoch < replica.leader_epoch:
+                    error = ErrorCode.FENCED_LEADER_EPOCH
+                elif part.current_leader_epoch > replica.leader_epoch:
+                    error = ErrorCode.UNKNOWN_LEADER_EPOCH
+            if replica is None or error is not ErrorCode.NONE:
+                answers.append(
+                    EpochEndOffset(topic=part.topic, partition=part.partition, error_code=error)
+                )
+                continue
+            epoch, end_offset = replica.log.end_offset_for_epoch(part.leader_epoch)
+            answers.append(
+                EpochEndOffset(
+                    topic=part.topic,
+                    partition=part.partition,
+                    leader_epoch=epoch,
+                    end_offset=end_offset,
+                )
+            )
+        self.reply(request, OffsetsForLeaderEpochResponse(partitions=tuple(answers)))
+
     # -- metadata --------------------------------------------------------------------------------
 
     @handles(MetadataRequest)
@@ -464,31 +504,50 @@ class ReplicaManagerActor(TracedActor):
 
     @handles(UpdateMetadata)
     def _on_update_metadata(self, request: UpdateMetadata) -> None:
-        if not self._fresh_controller(request.controller_epoch):
-            self.reply(request, UpdateMetadataResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH))
+        refused = self._refusal(request)
+        if refused is not ErrorCode.NONE:
+            self.reply(request, UpdateMetadataResponse(error_code=refused))
             return
         for state in request.partition_states:
             self.metadata.setdefault(state.topic, {})[state.partition] = state
         self.live_brokers = tuple(sorted(request.live_brokers))
         self.reply(request, UpdateMetadataResponse())
 
-    def _fresh_controller(self, epoch: int) -> bool:
-        if epoch < self.controller_epoch:
+    @property
+    def broker_epoch(self) -> int:
+        """This broker's epoch: the czxid of its registration (-1 without ZooKeeper)."""
+        return self.zk.broker_epoch if self.zk is not None else -1
+
+    def _refusal(self, request: LeaderAndIsr | StopReplica | UpdateMetadata) -> ErrorCode:
+        """Why a controller request must be refused: an older controller epoch, or an older
+        broker epoch than this registration's (it was meant for this broker before it
+        restarted or lost its session). NONE when it may be applied."""
+        own = self.broker_epoch
+        if 0 <= request.broker_epoch < own:
+            self.log_event(
+                "replica_manager.stale_broker_epoch",
+                msg_type=type(request).__name__,
+                request_broker_epoch=request.broker_epoch,
+                broker_epoch=own,
+            )
+            return ErrorCode.STALE_BROKER_EPOCH
+        if request.controller_epoch < self.controller_epoch:
             self.log_event(
                 "replica_manager.stale_controller",
-                controller_epoch=epoch,
+                controller_epoch=request.controller_epoch,
                 known_controller_epoch=self.controller_epoch,
             )
-            return False
-        self.controller_epoch = epoch
-        return True
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        self.controller_epoch = request.controller_epoch
+        return ErrorCode.NONE
 
     # -- controller: leader and ISR ----------------------------------------------------------------
 
     @handles(LeaderAndIsr)
     def _on_leader_and_isr(self, request: LeaderAndIsr) -> None:
-        if not self._fresh_controller(request.controller_epoch):
-            self.reply(request, LeaderAndIsrResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH))
+        refused = self._refusal(request)
+        if refused is not ErrorCode.NONE:
+            self.reply(request, LeaderAndIsrResponse(error_code=refused))
             return
         errors: dict[str, ErrorCode] = {}
         orders: dict[str, tuple[str, Any]] = {}
@@ -531,17 +590,25 @@ class ReplicaManagerActor(TracedActor):
             replica.is_leader = response.is_leader
             replica.leader = state.leader
             replica.leader_epoch = state.leader_epoch
-            if not response.is_leader:
+            if response.is_leader:
+                continue
+            # Following the same leader in a newer epoch (an ISR change): the fetcher only
+            # learns the epoch. A new leader: the partition leaves its old fetcher and joins
+            # this leader's, first finding its truncation point from the epochs.
+            same_fetcher = not response.truncate and self.fetcher_of.get(key) == state.leader
+            if not same_fetcher:
                 self._remove_from_fetcher(key)
-                if state.leader >= 0:
-                    follow.setdefault(state.leader, []).append(
-                        FetcherPartition(
-                            topic=state.topic,
-                            partition=state.partition,
-                            fetch_offset=response.log_end_offset,
-                            leader_epoch=state.leader_epoch,
-                        )
+            if state.leader >= 0:
+                follow.setdefault(state.leader, []).append(
+                    FetcherPartition(
+                        topic=state.topic,
+                        partition=state.partition,
+                        fetch_offset=response.log_end_offset,
+                        leader_epoch=state.leader_epoch,
+                        truncate=not same_fetcher,
+                        latest_epoch=response.latest_epoch,
                     )
+                )
         for leader, partitions in follow.items():
             self._fetcher(leader)
             self.send(
@@ -637,8 +704,9 @@ class ReplicaManagerActor(TracedActor):
 
     @handles(StopReplica)
     def _on_stop_replica(self, request: StopReplica) -> None:
-        if not self._fresh_controller(request.controller_epoch):
-            self.reply(request, StopReplicaResponse(error_code=ErrorCode.STALE_CONTROLLER_EPOCH))
+        refused = self._refusal(request)
+        if refused is not ErrorCode.NONE:
+            self.reply(request, StopReplicaResponse(error_code=refused))
             return
         orders: dict[str, tuple[str, Any]] = {}
         for ref in request.partitions:

@@ -25,6 +25,11 @@ class ZooKeeperSession:
     and then, on a thread of its own, the broker is registered again and `on_started` called.
     `pause()` stops a session's heartbeats without closing it (a hung or crashed broker:
     ZooKeeper expires it after its timeout), where the client supports that.
+
+    `broker_epoch` is the czxid of the current registration (KIP-380): it changes with every
+    registration, so the controller tells a restarted broker (or one whose session expired)
+    from the one it knew, and the broker refuses controller requests meant for an earlier
+    registration. -1 before the first registration.
     """
 
     def __init__(
@@ -45,6 +50,7 @@ class ZooKeeperSession:
         self._closed = threading.Event()
         self._lost = False
         self.registration_timeout_s = 60.0
+        self.broker_epoch = -1
 
     @property
     def client(self) -> Any:
@@ -63,7 +69,12 @@ class ZooKeeperSession:
         self._client = client
         client.add_listener(self._state_changed)
         self._register(client)
-        _log.info("broker.registered", broker=self.broker_id, session=self.session_id)
+        _log.info(
+            "broker.registered",
+            broker=self.broker_id,
+            session=self.session_id,
+            broker_epoch=self.broker_epoch,
+        )
 
     def _register(self, client: Any) -> None:
         """Create `/brokers/ids/<id>`; if an old session of this broker (a crash just before)
@@ -73,6 +84,9 @@ class ZooKeeperSession:
         while True:
             try:
                 client.create(path, self._registration(), ephemeral=True, makepath=True)
+                stat = client.exists(path)  # ours: an ephemeral goes only with our session
+                if stat is not None:
+                    self.broker_epoch = int(stat.czxid)
                 return
             except NodeExistsError:
                 if time.monotonic() > deadline:
@@ -102,7 +116,12 @@ class ZooKeeperSession:
         except Exception as error:
             _log.error("broker.zk_register_failed", broker=self.broker_id, error=repr(error))
             return
-        _log.info("broker.registered", broker=self.broker_id, session=self.session_id)
+        _log.info(
+            "broker.registered",
+            broker=self.broker_id,
+            session=self.session_id,
+            broker_epoch=self.broker_epoch,
+        )
         self.on_started()
 
     def pause(self) -> None:

@@ -70,6 +70,11 @@ class ErrorCode(enum.IntEnum):
     SASL_AUTHENTICATION_FAILED = 58
     UNKNOWN_PRODUCER_ID = 59
     REASSIGNMENT_IN_PROGRESS = 60
+    # (61-73: delegation tokens, fetch sessions, listeners and topic deletion, not modelled)
+    FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 75
+    UNSUPPORTED_COMPRESSION_TYPE = 76
+    STALE_BROKER_EPOCH = 77
 
     @property
     def retriable(self) -> bool:
@@ -92,5 +97,7 @@ _RETRIABLE = frozenset(
         ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
         ErrorCode.CONCURRENT_TRANSACTIONS,
         ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
     }
 )

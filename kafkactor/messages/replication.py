@@ -8,6 +8,9 @@ from kafkactor.messages.errors import ErrorCode
 
 CONSUMER_REPLICA_ID = -1  # Kafka's replica id of a fetch from a consumer (not a follower)
 NO_LEADER = -1  # a partition without a leader
+UNKNOWN_BROKER_EPOCH = -1  # a request that carries no broker epoch (no ZooKeeper): not checked
+UNDEFINED_EPOCH = -1  # no leader epoch known (Kafka's UNDEFINED_EPOCH)
+UNDEFINED_EPOCH_OFFSET = -1  # no end offset known for an epoch (UNDEFINED_EPOCH_OFFSET)
 
 
 def partition_key(topic: str, partition: int) -> str:
@@ -164,6 +167,8 @@ class LeaderAndIsr(Request):
 
     controller_id: int = 0
     controller_epoch: int = 0
+    # the recipient's broker epoch as the controller knows it (KIP-380): a stale one is refused
+    broker_epoch: int = UNKNOWN_BROKER_EPOCH
     partition_states: tuple[PartitionLeaderState, ...] = ()
 
 
@@ -186,6 +191,8 @@ class StopReplica(Request):
 
     controller_id: int = 0
     controller_epoch: int = 0
+    # the recipient's broker epoch as the controller knows it (KIP-380): a stale one is refused
+    broker_epoch: int = UNKNOWN_BROKER_EPOCH
     delete_partitions: bool = False
     partitions: tuple[TopicPartitionRef, ...] = ()
 
@@ -202,6 +209,8 @@ class UpdateMetadata(Request):
 
     controller_id: int = 0
     controller_epoch: int = 0
+    # the recipient's broker epoch as the controller knows it (KIP-380): a stale one is refused
+    broker_epoch: int = UNKNOWN_BROKER_EPOCH
     partition_states: tuple[PartitionLeaderState, ...] = ()
     live_brokers: tuple[int, ...] = ()
 
@@ -209,6 +218,46 @@ class UpdateMetadata(Request):
 @message
 class UpdateMetadataResponse(Response):
     error_code: ErrorCode = ErrorCode.NONE
+
+
+# -- leader epochs (KIP-101) ---------------------------------------------------------------------
+
+
+@message
+class OffsetForLeaderPartition:
+    """One partition of an OffsetsForLeaderEpoch request: the follower's latest epoch, and the
+    leader epoch it follows (a leader in another epoch answers FENCED / UNKNOWN_LEADER_EPOCH)."""
+
+    topic: str = ""
+    partition: int = 0
+    current_leader_epoch: int = UNDEFINED_EPOCH
+    leader_epoch: int = UNDEFINED_EPOCH
+
+
+@message
+class OffsetsForLeaderEpochRequest(Request):
+    """Kafka's OffsetsForLeaderEpoch (api key 23): a follower asks the leader where each of
+    its epochs ends in the leader's log."""
+
+    replica_id: int = CONSUMER_REPLICA_ID
+    partitions: tuple[OffsetForLeaderPartition, ...] = ()
+
+
+@message
+class EpochEndOffset:
+    """The leader's answer for one partition: the largest epoch <= the one asked for that it
+    knows, and where that epoch ends in its log (the start of the next one, or its log end)."""
+
+    topic: str = ""
+    partition: int = 0
+    error_code: ErrorCode = ErrorCode.NONE
+    leader_epoch: int = UNDEFINED_EPOCH
+    end_offset: int = UNDEFINED_EPOCH_OFFSET
+
+
+@message
+class OffsetsForLeaderEpochResponse(Response):
+    partitions: tuple[EpochEndOffset, ...] = ()
 
 
 # -- between a replica manager, its partitions and its fetchers ----------------------------------
@@ -246,12 +295,19 @@ class BecomeLeaderOrFollower(Request):
 
 @message
 class PartitionStateApplied(Response):
+    """What a replica did with a controller's partition state. `truncate` is True when it
+    started following a new leader and must find its truncation point with
+    OffsetsForLeaderEpoch before fetching; False when it leads, or follows the same leader
+    as before (an ISR change: nothing to truncate)."""
+
     topic: str = ""
     partition: int = 0
     error_code: ErrorCode = ErrorCode.NONE
     is_leader: bool = False
     log_end_offset: int = 0
     high_watermark: int = 0
+    truncate: bool = False
+    latest_epoch: int = UNDEFINED_EPOCH
 
 
 @message
@@ -271,9 +327,40 @@ class AppendAsFollower(Request):
     topic: str = ""
     partition: int = 0
     records: bytes = b""
-    leader_epoch: int = 0  # the epoch the fetcher followed: a stale one is refused
+    leader_epoch: int = 0  # the epoch the fetcher followed: one from another leader is refused
     leader_high_watermark: int = 0
-    truncate_to: int = -1  # >= 0: first cut the log back to this offset (out of range)
+
+
+@message
+class TruncateFollower(Request):
+    """Cut a follower's log before it fetches from its leader.
+
+    With `epoch_end` (the leader's OffsetsForLeaderEpoch answer) the follower truncates as
+    KIP-101 / KIP-279 say; an undefined answer (no epochs on either side) falls back to the
+    follower's high watermark. With `start_at` >= 0 the follower fell behind the leader's log
+    start: its log is emptied and starts there (Kafka's truncateFullyAndStartAt).
+    """
+
+    topic: str = ""
+    partition: int = 0
+    leader_epoch: int = 0  # the epoch the fetcher followed: one from another leader is refused
+    epoch_end: EpochEndOffset | None = None
+    start_at: int = -1
+
+
+@message
+class FollowerTruncated(Response):
+    """Where a follower's log ends after a truncation step, and whether truncation is done
+    (False: the leader's answer named an epoch this replica does not have; ask again with
+    `latest_epoch`, KIP-279)."""
+
+    topic: str = ""
+    partition: int = 0
+    error_code: ErrorCode = ErrorCode.NONE
+    message: str = ""
+    log_end_offset: int = 0
+    latest_epoch: int = UNDEFINED_EPOCH
+    completed: bool = True
 
 
 @message
@@ -283,6 +370,7 @@ class FollowerAppended(Response):
     error_code: ErrorCode = ErrorCode.NONE
     message: str = ""
     log_end_offset: int = 0
+    latest_epoch: int = UNDEFINED_EPOCH  # the latest leader epoch in the follower's log
 
 
 @message
@@ -387,12 +475,15 @@ class FetchSpec:
 
 @message
 class FetcherPartition:
-    """A partition a fetcher replicates: where its follower log ends, and the leader's epoch."""
+    """A partition a fetcher replicates: where its follower log ends, the leader's epoch, and
+    whether it must first find its truncation point (a new leader) from its `latest_epoch`."""
 
     topic: str = ""
     partition: int = 0
     fetch_offset: int = 0
     leader_epoch: int = 0
+    truncate: bool = False
+    latest_epoch: int = UNDEFINED_EPOCH
 
 
 @message

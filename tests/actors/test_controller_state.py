@@ -492,3 +492,59 @@ def test_random_broker_failures_keep_kafka_invariants(
 
         check_invariants(state)
         assert state.brokers_changed(live) == []  # the same broker set again changes nothing
+
+
+# -- broker epochs (KIP-380) ---------------------------------------------------------------------
+
+
+def test_bounced_lists_live_brokers_whose_registration_changed() -> None:
+    state = controller()
+    state.broker_epochs = {1: 10, 2: 11, 3: 12}
+
+    assert state.bounced({1: 10, 2: 40, 3: 12}) == {2}
+    assert state.bounced({1: 10, 2: 11, 4: 50}) == set()  # 4 is new, not bounced
+
+
+def test_a_restarted_leader_hands_over_to_a_live_isr_member_that_did_not_restart() -> None:
+    state = controller()
+    state.load(leadership(leader=1, leader_epoch=4, isr=(1, 2, 3)))
+
+    change = state.replicas_restarted(("t", 0), {1})
+
+    assert change is not None
+    assert (change.after.leader, change.after.isr) == (2, (2, 3))
+    assert change.after.leader_epoch == 5
+    assert "restarted" in change.reason
+    assert state.partitions[("t", 0)] == change.after
+
+
+def test_a_restarted_follower_leaves_the_isr_and_the_leader_stays() -> None:
+    state = controller()
+    state.load(leadership(leader=1, leader_epoch=4, isr=(1, 2, 3)))
+
+    change = state.replicas_restarted(("t", 0), {3, 4})
+
+    assert change is not None
+    assert (change.after.leader, change.after.isr, change.after.leader_epoch) == (1, (1, 2), 5)
+
+
+def test_a_restarted_sole_isr_member_goes_offline_then_leads_again() -> None:
+    state = controller()
+    state.load(leadership(leader=1, leader_epoch=2, isr=(1,)))
+
+    change = state.replicas_restarted(("t", 0), {1})
+    assert change is not None
+    assert change.after.leader == NO_LEADER
+    assert change.after.isr == (1,)  # kept: no one else can lead without losing records
+    assert state.live_brokers == {1, 2, 3}
+
+    again = only_change(state.brokers_changed({1, 2, 3}))
+    assert (again.after.leader, again.after.leader_epoch) == (1, 4)
+
+
+def test_restarts_of_replicas_outside_the_state_change_nothing() -> None:
+    state = controller()
+    state.load(leadership(leader=1, isr=(1, 2)))
+
+    assert state.replicas_restarted(("t", 0), {3}) is None
+    assert state.replicas_restarted(("t", 0), set()) is None

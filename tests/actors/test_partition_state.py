@@ -461,3 +461,98 @@ def test_high_watermark_matches_the_isr_minimum_on_random_histories(
         if all(r in fetched for r in followers_in_isr):
             assert hw == min([log_end, *(fetched[r] for r in followers_in_isr)])
         previous_hw = hw
+
+
+# -- leader epochs: following, ISR membership (KIP-101, KAFKA-7128) ---------------------------
+
+
+def new_follower(*, leader: int = 2, leader_epoch: int = 0, log_end: int = 0) -> PartitionState:
+    state = PartitionState("t", 0, LOCAL, replica_lag_time_max_ms=LAG_MS)
+    assert state.make_follower(leader_and_isr(leader=leader, leader_epoch=leader_epoch), log_end)
+    return state
+
+
+def test_a_first_follow_and_a_new_leader_need_truncation_the_same_leader_does_not() -> None:
+    state = new_follower(leader=2, leader_epoch=3)
+    assert state.follow_start_epoch == 3
+
+    # the controller shrank the ISR: same leader, newer epoch -> nothing to truncate
+    assert not state.make_follower(leader_and_isr(leader=2, leader_epoch=4, isr=(1, 2)), 10)
+    assert state.follow_start_epoch == 3
+    assert state.leader_epoch == 4
+    assert isr_of(state) == (1, 2)
+
+    # another leader: truncation again, following from its epoch
+    assert state.make_follower(leader_and_isr(leader=3, leader_epoch=5), 10)
+    assert state.follow_start_epoch == 5
+
+
+def test_following_again_after_a_stop_or_after_leading_needs_truncation() -> None:
+    state = new_follower(leader=2, leader_epoch=1)
+    state.stop()
+    assert state.make_follower(leader_and_isr(leader=2, leader_epoch=2), 0)
+
+    state.make_leader(leader_and_isr(leader=LOCAL, leader_epoch=3), now_ms=0, log_end_offset=0)
+    assert state.make_follower(leader_and_isr(leader=2, leader_epoch=4), 0)
+
+
+def test_follows_epoch_accepts_epochs_of_the_current_leadership_only() -> None:
+    state = new_follower(leader=2, leader_epoch=3)
+    state.make_follower(leader_and_isr(leader=2, leader_epoch=5), 0)
+
+    assert [e for e in range(8) if state.follows_epoch(e)] == [3, 4, 5]
+    state.make_leader(leader_and_isr(leader=LOCAL, leader_epoch=6), now_ms=0, log_end_offset=0)
+    assert not any(state.follows_epoch(e) for e in range(8))
+
+
+def test_a_follower_joins_the_isr_only_once_past_the_leaders_epoch_start() -> None:
+    # KAFKA-7128: the new leader's HW (0) lags; its log ended at 50 when it took over, and
+    # everything committed lies below that. A follower at 10 is past the HW, not the start.
+    state = new_leader(isr=(1,), log_end=50, high_watermark=0)
+    assert state.leader_epoch_start_offset == 50
+
+    outcome = state.update_follower(2, fetch_offset=10, leader_log_end=50, now_ms=1)
+    assert not outcome.isr_expanded
+    assert isr_of(state) == (1,)
+
+    outcome = state.update_follower(2, fetch_offset=50, leader_log_end=50, now_ms=2)
+    assert outcome.isr_expanded
+    assert isr_of(state) == (1, 2)
+
+
+def test_an_isr_member_fetching_below_the_hw_lost_data_and_leaves_the_isr_at_once() -> None:
+    state = new_leader(isr=(1, 2, 3), log_end=20)
+    state.update_follower(2, fetch_offset=20, leader_log_end=20, now_ms=1)
+    state.update_follower(3, fetch_offset=20, leader_log_end=20, now_ms=1)
+    assert state.high_watermark == 20
+
+    # broker 3 came back from a power loss the controller has not noticed yet
+    outcome = state.update_follower(3, fetch_offset=12, leader_log_end=20, now_ms=2)
+
+    assert outcome == FollowerFetchOutcome(isr_shrunk=True)
+    assert isr_of(state) == (1, 2)
+    assert state.high_watermark == 20  # never back
+    # once caught up again it rejoins
+    assert state.update_follower(3, fetch_offset=20, leader_log_end=20, now_ms=3).isr_expanded
+
+
+def test_an_isr_shrink_refused_by_zookeeper_keeps_the_member() -> None:
+    state = new_leader(isr=(1, 2), log_end=20)
+    state.update_follower(2, fetch_offset=20, leader_log_end=20, now_ms=1)
+    state.isr_guard = lambda _isr: False
+
+    outcome = state.update_follower(2, fetch_offset=5, leader_log_end=20, now_ms=2)
+
+    assert not outcome.isr_shrunk
+    assert isr_of(state) == (1, 2)
+
+
+def test_a_leader_in_a_newer_epoch_keeps_what_it_knew_of_its_followers() -> None:
+    state = new_leader(isr=(1, 2, 3), log_end=20)
+    state.update_follower(2, fetch_offset=20, leader_log_end=20, now_ms=1)
+    state.update_follower(3, fetch_offset=20, leader_log_end=20, now_ms=1)
+
+    state.make_leader(leader_and_isr(leader_epoch=1, isr=(1, 2)), now_ms=5, log_end_offset=30)
+
+    assert state.follower_log_end_offsets() == {2: 20, 3: 20}
+    assert state.leader_epoch_start_offset == 30

@@ -120,8 +120,9 @@ def test_the_log_has_a_request_event_per_send_and_a_response_per_answer(analysis
         request = by_request[(response["trace_id"], response["correlation_id"])]
         assert (response["acks"], response["partitions"]) == (request["acks"], 1)
         assert response["broker"] == request["broker"]
-        # measured from the receipt, which the request event follows within a millisecond
-        assert abs(response["latency_ms"] - (response["ts_ms"] - request["ts_ms"])) <= 1
+        # measured from the receipt, which the request event follows: never shorter than the
+        # span between the two events
+        assert response["latency_ms"] >= response["ts_ms"] - request["ts_ms"] >= 0
         codes = response["error_codes"]
         if response["outcome"] == "completed":
             assert codes == [0]

@@ -41,12 +41,14 @@ WAIT_S = 5.0  # a generous bound for anything that must happen
 TOPIC = "events"
 
 # Followers are dropped from the ISR 400 ms after they stop fetching (checked every 200 ms);
-# an idle follower long-polls for 100 ms; a failed fetch backs off for 50 ms.
+# an idle follower long-polls for 100 ms; a failed fetch backs off for 50 ms; a request lost on
+# the way (an isolated broker) is given up 1 s after its long poll would have ended.
 FAST = BrokerConfig(
     replica=ReplicaManagerConfig(
         replica_lag_time_max_ms=400,
         replica_fetch_wait_max_ms=100,
         replica_fetch_backoff_ms=50,
+        replica_socket_timeout_ms=1_000,
     )
 )
 # The same, but a dead follower stays in the ISR for 10 s: longer than any test here runs.
@@ -55,6 +57,7 @@ STICKY_ISR = BrokerConfig(
         replica_lag_time_max_ms=10_000,
         replica_fetch_wait_max_ms=100,
         replica_fetch_backoff_ms=50,
+        replica_socket_timeout_ms=1_000,
     )
 )
 MIN_ISR_2 = LogConfig(min_insync_replicas=2)

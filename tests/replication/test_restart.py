@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from kafkactor.actors.broker import BrokerConfig
 from kafkactor.actors.cluster import Cluster
 from kafkactor.actors.high_watermarks import REPLICATION_OFFSET_CHECKPOINT
@@ -28,7 +30,7 @@ def wait_for_log_end(cluster: Cluster, broker: int, log_end_offset: int) -> None
     )
 
 
-def test_killed_follower_restarts_truncates_catches_up_and_rejoins_the_isr(
+def test_killed_follower_restarts_keeps_its_log_catches_up_and_rejoins_the_isr(
     cluster: Cluster, events: EventLog
 ) -> None:
     cluster.create_topic(TOPIC, partitions=1, replication_factor=3, config=MIN_ISR_2)
@@ -52,18 +54,26 @@ def test_killed_follower_restarts_truncates_catches_up_and_rejoins_the_isr(
 
     cluster.restart_broker(3)
 
-    # It cut its log back to its high watermark (the last one checkpointed: a crash writes none).
+    # It kept its whole log: the leader's epochs say all five records are the leader's too
+    # (KIP-101). Kafka 0.9 cut it back to its high watermark, the last one checkpointed (a
+    # crash writes none), and lost what a later election would have needed.
     became = [e for e in events.all()[mark:] if e["event"] == "partition.become_follower"]
-    assert [e["broker"] for e in became] == [3]
-    restarted_at = became[0]["log_end_offset"]
-    assert restarted_at == became[0]["high_watermark"] <= 5
-    truncations = [
+    assert [(e["broker"], e["log_end_offset"]) for e in became] == [(3, 5)]
+
+    def steps() -> list[dict[str, Any]]:
+        return [
+            e
+            for e in events.all()[mark:]
+            if e["event"] == "partition.epoch_truncation" and e["broker"] == 3
+        ]
+
+    wait_until(lambda: steps() != [], message="the restarted follower to ask where its epoch ends")
+    [step] = steps()
+    assert (step["asked_epoch"], step["answered_epoch"], step["offset"]) == (0, 0, 5)
+    assert step["finished"] is True
+    assert not [
         e for e in events.all()[mark:] if e["event"] == "partition.truncate" and e["broker"] == 3
     ]
-    if restarted_at < 5:
-        assert [(t["log_end_before"], t["log_end_offset"]) for t in truncations] == [
-            (5, restarted_at)
-        ]
     # ... catches up with the leader ...
     wait_until(
         lambda: cluster.describe_partition(TOPIC, 0, broker=3).log_end_offset == 10,
