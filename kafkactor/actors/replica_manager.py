@@ -587,6 +587,10 @@ class ReplicaManagerActor(TracedActor):
             errors[key] = response.error_code
             if response.error_code is not ErrorCode.NONE:
                 continue
+            if state.leader_epoch < replica.leader_epoch:
+                # A newer LeaderAndIsr for this partition finished its fan-out first (it had
+                # fewer partitions to wait for): this older decision must not undo its fetcher.
+                continue
             replica.is_leader = response.is_leader
             replica.leader = state.leader
             replica.leader_epoch = state.leader_epoch
