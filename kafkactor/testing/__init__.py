@@ -1,0 +1,59 @@
+"""Testing tools for kafkactor clusters: the nemesis, a Jepsen-style fault-schedule checker.
+
+`generate_schedule` and the verdict functions are pure; `run_schedule` runs one schedule
+against a fresh in-process cluster and returns a `ScheduleResult` (docs/nemesis.md).
+"""
+
+from kafkactor.testing.nemesis import (
+    nemesis_config,
+    run_schedule,
+)
+from kafkactor.testing.schedule import (
+    Action,
+    EpisodeKind,
+    Role,
+    Schedule,
+    Step,
+    generate_schedule,
+    parse_seeds,
+    validate_schedule,
+)
+from kafkactor.testing.verdict import (
+    Ack,
+    Divergence,
+    LostRecord,
+    ScheduleResult,
+    StoredBatch,
+    Summary,
+    count_duplicates,
+    find_divergence,
+    find_lost,
+    format_line,
+    format_summary,
+    summarize,
+)
+
+__all__ = [
+    "Ack",
+    "Action",
+    "Divergence",
+    "EpisodeKind",
+    "LostRecord",
+    "Role",
+    "Schedule",
+    "ScheduleResult",
+    "Step",
+    "StoredBatch",
+    "Summary",
+    "count_duplicates",
+    "find_divergence",
+    "find_lost",
+    "format_line",
+    "format_summary",
+    "generate_schedule",
+    "nemesis_config",
+    "parse_seeds",
+    "run_schedule",
+    "summarize",
+    "validate_schedule",
+]

@@ -1,0 +1,668 @@
+"""A Jepsen-style checker: a seeded fault schedule against a 3-broker cluster under load.
+
+`run_schedule(seed, seconds)` starts a `Cluster` (3 brokers, embedded ZooKeeper, a topic with
+RF 3 and min ISR 2), runs producers with acks=all while it applies `generate_schedule(seed,
+seconds)`, heals everything, measures how long the cluster takes to have a live leader and a
+full ISR for every partition, and then checks the claim: no acknowledged record lost, no
+replicas diverging below the high watermark. `unsafe=True` runs the control (acks=1, min ISR 1,
+unclean leader election on), where the checker must find loss. `docs/nemesis.md` explains it.
+
+The schedule and the verdict are pure (`kafkactor.testing.schedule`, `.verdict`); this module
+is the shell that runs them against a live cluster. It prints nothing: `progress` receives a
+line per step, and the `kafkactor nemesis` command prints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Collection, Iterator
+from concurrent.futures import Future
+from pathlib import Path
+
+from kafkactor import tracing
+from kafkactor.actors.broker import BrokerConfig
+from kafkactor.actors.cluster import Cluster
+from kafkactor.actors.producer import ProduceError, Producer, RecordMetadata
+from kafkactor.actors.replica_manager import ReplicaManagerConfig
+from kafkactor.messages.replication import partition_key
+from kafkactor.storage import Log, StorageError, iter_batches
+from kafkactor.testing.schedule import Action, Role, Schedule, Step, generate_schedule
+from kafkactor.testing.verdict import (
+    Ack,
+    ScheduleResult,
+    StoredBatch,
+    count_duplicates,
+    find_divergence,
+    find_lost,
+)
+
+TOPIC = "nemesis"
+BROKERS = 3
+SESSION_TIMEOUT_MS = 2000
+KAFKA_SESSION_TIMEOUT_MS = 6000  # zookeeper.session.timeout.ms in Kafka 0.9
+SAFE_TOPIC_CONFIG = {"min.insync.replicas": "2"}
+UNSAFE_TOPIC_CONFIG = {"min.insync.replicas": "1", "unclean.leader.election.enable": "true"}
+RECOVERY_SESSIONS = 10  # recovery after healing must take at most this many session timeouts
+DRAIN_S = 5.0  # how long stopped producers wait for answers still out
+READ_S = 10.0  # how long reading one partition back may take
+
+
+def nemesis_config(session_timeout_ms: int = SESSION_TIMEOUT_MS) -> BrokerConfig:
+    """Kafka's replica timeouts scaled by the factor that scales its session timeout (6 s in
+    Kafka 0.9, 2 s here: 1/3), so that their ratios stay Kafka's. A follower down for less
+    than `replica.lag.time.max.ms` stays in the ISR even after its session expired, as in
+    Kafka (10 s > 6 s): the case of a fast restart with a stale high watermark (KIP-101).
+
+    | setting | Kafka | at 2 s sessions |
+    |---|---|---|
+    | replica.lag.time.max.ms | 10000 | 3333 |
+    | replica.fetch.wait.max.ms | 500 | 166 |
+    | replica.fetch.backoff.ms | 1000 | 333 |
+    | replica.socket.timeout.ms | 30000 | 10000 |
+    | replica.high.watermark.checkpoint.interval.ms | 5000 | 1666 |
+    """
+
+    def scaled(kafka_ms: int) -> int:
+        return max(1, kafka_ms * session_timeout_ms // KAFKA_SESSION_TIMEOUT_MS)
+
+    return BrokerConfig(
+        replica=ReplicaManagerConfig(
+            replica_lag_time_max_ms=scaled(10_000),
+            replica_fetch_wait_max_ms=scaled(500),
+            replica_fetch_backoff_ms=scaled(1000),
+            replica_socket_timeout_ms=scaled(30_000),
+            high_watermark_checkpoint_interval_ms=scaled(5000),
+        )
+    )
+
+
+def _pause(seconds: float) -> None:
+    """Wait out a schedule delay (the schedule's own time, not a wait for the system)."""
+    threading.Event().wait(max(0.0, seconds))
+
+
+def _wait_for(condition: Callable[[], bool], timeout_s: float, poll_s: float = 0.05) -> bool:
+    """Poll `condition` until it holds (True) or `timeout_s` passes (False)."""
+    deadline = time.monotonic() + timeout_s
+    pause = threading.Event()
+    while True:
+        if condition():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        pause.wait(poll_s)
+
+
+# -- the workload ------------------------------------------------------------------------------
+
+
+class Workload:
+    """Producers sending unique values (`s<seed>-<producer>-<n>`) round-robin over the
+    partitions, at most `in_flight` unanswered sends each (a send unanswered for longer than
+    `client_timeout_s` stops counting, as Kafka's request.timeout.ms gives up on a request),
+    paced at `rate` sends per second each. Every acknowledged value is kept with its
+    partition and offset, every failed one with its error."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        topic: str,
+        partitions: int,
+        *,
+        seed: int,
+        producers: int,
+        acks: int,
+        in_flight: int,
+        rate: float,
+        client_timeout_s: float = 35.0,
+    ) -> None:
+        self.topic = topic
+        self.partitions = partitions
+        self.seed = seed
+        self.in_flight = in_flight
+        self.interval_s = 1.0 / rate if rate > 0 else 0.0
+        self.client_timeout_s = client_timeout_s
+        # Kafka's defaults but acks: retries=0 sends each value once, so a failed send is
+        # simply indeterminate and a duplicate can only come from the brokers; timeout_ms is
+        # 30 s, as in Kafka (an acks=all request waits that long at most for the ISR).
+        self.producers: list[Producer] = [cluster.producer(acks=acks) for _ in range(producers)]
+        self.acked: list[Ack] = []
+        self.failed: dict[bytes, str] = {}
+        self.sent = 0
+        self._outstanding: dict[bytes, tuple[int, float]] = {}  # value -> (producer, sent at)
+        self._answers = threading.Condition()
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(
+                target=self._run, args=(index,), name=f"nemesis-producer-{index}", daemon=True
+            )
+            for index in range(producers)
+        ]
+
+    def start(self) -> Workload:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def _busy(self, index: int) -> bool:
+        """Whether producer `index` has its fill of sends out (the caller holds the lock)."""
+        recent = time.monotonic() - self.client_timeout_s
+        out = sum(1 for p, at in self._outstanding.values() if p == index and at > recent)
+        return out >= self.in_flight
+
+    def _run(self, index: int) -> None:
+        producer, number = self.producers[index], 0
+        while not self._stop.is_set():
+            with self._answers:
+                if self._busy(index):
+                    self._answers.wait(0.05)
+                    continue
+                value = f"s{self.seed}-{index}-{number}".encode()
+                self._outstanding[value] = (index, time.monotonic())
+                self.sent += 1
+            partition = number % self.partitions
+            number += 1
+            try:
+                future = producer.send(self.topic, value, partition=partition)
+            except Exception as error:  # closed, or no broker answered the metadata request
+                self._record(value, None, error)
+            else:
+                future.add_done_callback(functools.partial(self._answered, value))
+            self._stop.wait(self.interval_s)  # pacing, not a wait for the system
+
+    def _answered(self, value: bytes, future: Future[RecordMetadata]) -> None:
+        error = future.exception()
+        self._record(value, None if error is not None else future.result(), error)
+
+    def _record(
+        self, value: bytes, metadata: RecordMetadata | None, error: BaseException | None
+    ) -> None:
+        with self._answers:
+            self._outstanding.pop(value, None)
+            if metadata is not None:
+                self.acked.append(Ack(value, metadata.partition, metadata.offset))
+            else:
+                code = (
+                    error.error_code.name
+                    if isinstance(error, ProduceError)
+                    else type(error).__name__
+                )
+                self.failed[value] = code
+            self._answers.notify_all()
+
+    def stop(self, drain_s: float = DRAIN_S) -> tuple[list[Ack], dict[bytes, str], int]:
+        """Stop sending and wait up to `drain_s` for the answers still out. Returns what was
+        acknowledged, what failed (value -> error) and how many sends stayed unanswered
+        (indeterminate), as they stood before the producers were closed."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(30)
+        with self._answers:
+            self._answers.wait_for(lambda: not self._outstanding, timeout=drain_s)
+            outcome = list(self.acked), dict(self.failed), len(self._outstanding)
+        for producer in self.producers:
+            producer.close()
+        return outcome
+
+
+# -- applying a schedule -----------------------------------------------------------------------
+
+
+class Nemesis:
+    """Applies a schedule's steps to a live cluster: it resolves roles to brokers, binds them
+    to the step's name, and keeps a line per step (`applied`) and per oddity (`notes`)."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        topic: str,
+        partitions: int,
+        *,
+        healthy_timeout_s: float,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.topic = topic
+        self.partitions = partitions
+        self.healthy_timeout_s = healthy_timeout_s
+        self.progress = progress
+        self.bound: dict[str, int] = {}
+        self.isolated: set[int] = set()
+        self.applied: list[str] = []
+        self.notes: list[str] = []
+        self.started = time.monotonic()
+        self._episode = 0
+        self._episode_brokers: set[int] = set()
+        self._last_healthy = True  # the last AWAIT_HEALTHY succeeded
+        self.heal_all_s = 0.0
+
+    def run(self, steps: Collection[Step]) -> None:
+        for step in steps:
+            _pause(step.after_s)
+            self.apply(step)
+
+    def _say(self, text: str) -> None:
+        line = f"t={time.monotonic() - self.started:6.2f}s {text}"
+        self.applied.append(line)
+        if self.progress is not None:
+            self.progress(line)
+
+    def apply(self, step: Step) -> None:
+        if step.episode != self._episode:
+            self._episode, self._episode_brokers = step.episode, set()
+        try:
+            outcome = self._apply(step)
+        except Exception as error:  # a fault the cluster refused: noted, the run goes on
+            outcome = f"FAILED: {error!r}"
+            self.notes.append(f"{step.describe()}: {error!r}")
+        self._say(f"{step.action} {step.target()}".rstrip() + f": {outcome}")
+
+    def _apply(self, step: Step) -> str:
+        if step.action is Action.AWAIT_HEALTHY:
+            return self._await_step()
+        if step.action is Action.HEAL_ALL:
+            return self.heal_all()
+        broker = self._resolve(step)
+        if broker is None:
+            if step.action in (Action.RESTART, Action.HEAL):
+                return "nothing to do (its fault was skipped)"
+            self.notes.append(f"{step.describe()}: no broker in that role")
+            return "skipped: no broker in that role"
+        if step.action is Action.POWER_LOSS and not self._last_healthy:
+            self.notes.append(f"{step.describe()}: skipped, the cluster was not healthy")
+            return f"skipped on broker {broker}: the cluster was not healthy"
+        if step.action in (Action.KILL, Action.POWER_LOSS, Action.EXPIRE_SESSION, Action.ISOLATE):
+            self.bound[step.name] = broker
+            self._episode_brokers.add(broker)
+        return self._act(step.action, broker)
+
+    def _await_step(self) -> str:
+        took = self.await_healthy()
+        self._last_healthy = took is not None
+        if took is None:
+            self.notes.append(f"not healthy within {self.healthy_timeout_s:.0f}s")
+            return "NOT HEALTHY (the next power loss is skipped)"
+        return f"healthy after {took:.2f}s"
+
+    def _act(self, action: Action, broker: int) -> str:
+        cluster = self.cluster
+        if action is Action.KILL:
+            cluster.kill_broker(broker)
+        elif action is Action.POWER_LOSS:
+            cluster.kill_broker(broker, lose_unflushed=True)
+        elif action is Action.RESTART:
+            if broker in cluster.live_brokers():
+                return f"broker {broker} is running"
+            cluster.restart_broker(broker)
+        elif action is Action.EXPIRE_SESSION:
+            cluster.expire_session(broker)
+        elif action is Action.ISOLATE:
+            cluster.isolate_broker(broker)
+            self.isolated.add(broker)
+        elif action is Action.HEAL:
+            cluster.heal_broker(broker)
+            self.isolated.discard(broker)
+        return f"broker {broker}"
+
+    def _resolve(self, step: Step) -> int | None:
+        """The broker the step's role names now, if it is alive (None: nobody)."""
+        cluster, live = self.cluster, set(self.cluster.live_brokers())
+        if step.role is Role.BOUND or step.action in (Action.RESTART, Action.HEAL):
+            broker = self.bound.get(step.name)
+            if step.action in (Action.RESTART, Action.HEAL):
+                return broker
+            return broker if broker in live else None
+        free = live - self._episode_brokers
+        if step.role is Role.LEADER:
+            assert step.partition is not None
+            leader = cluster.leader(self.topic, step.partition)
+            return leader if leader in free else None
+        if step.role is Role.CONTROLLER:
+            controller = cluster.controller_id()
+            return controller if controller in free else None
+        if step.role is Role.FOLLOWER:
+            assert step.partition is not None
+            leader = cluster.leader(self.topic, step.partition)
+            replicas = cluster.replicas(self.topic, step.partition)
+            candidates = sorted(r for r in replicas if r in free and r != leader)
+        else:
+            candidates = sorted(free)
+        return candidates[step.pick % len(candidates)] if candidates else None
+
+    def heal_all(self) -> str:
+        """Heal every isolated broker and restart every dead one (`heal_all_s`: how long that
+        took; a restart waits for the broker's old ZooKeeper session to expire)."""
+        started, done = time.monotonic(), []
+        for broker in sorted(self.isolated):
+            self.cluster.heal_broker(broker)
+            done.append(f"healed {broker}")
+        self.isolated.clear()
+        for broker in self.cluster.broker_ids:
+            if broker not in self.cluster.live_brokers():
+                self.cluster.restart_broker(broker)
+                done.append(f"restarted {broker}")
+        self.heal_all_s = time.monotonic() - started
+        return ", ".join(done) or "everything was up"
+
+    # -- health ----------------------------------------------------------------------------
+
+    def _partition_healthy(self, partition: int, at_least: dict[int, int]) -> bool:
+        """A live leader acts as one; the ISR in ZooKeeper is every replica; every replica is
+        alive, follows that leader in its epoch, and holds at least what the leader held when
+        this wait first saw it (so a restarted replica has fetched again)."""
+        cluster, topic = self.cluster, self.topic
+        leader = cluster.leader(topic, partition)
+        live = cluster.live_brokers()
+        if leader not in live:
+            return False
+        led = cluster.describe_partition(topic, partition, broker=leader)
+        if not led.is_leader:
+            return False
+        at_least.setdefault(partition, led.log_end_offset)
+        replicas = cluster.replicas(topic, partition)
+        if set(cluster.isr(topic, partition)) != set(replicas) or not set(replicas) <= set(live):
+            return False
+        for replica in replicas:
+            if replica == leader:
+                continue
+            follower = cluster.describe_partition(topic, partition, broker=replica)
+            if (follower.leader, follower.leader_epoch) != (leader, led.leader_epoch):
+                return False
+            if follower.log_end_offset < at_least[partition]:
+                return False
+        return True
+
+    def await_healthy(self, timeout_s: float | None = None) -> float | None:
+        """Wait until every partition is healthy (`_partition_healthy`); the time it took, or
+        None if `timeout_s` (default: `healthy_timeout_s`) passed first."""
+        started = time.monotonic()
+        at_least: dict[int, int] = {}
+
+        def healthy() -> bool:
+            try:
+                return all(self._partition_healthy(p, at_least) for p in range(self.partitions))
+            except Exception:  # mid-fault, any read can fail: not healthy yet
+                return False
+
+        limit = self.healthy_timeout_s if timeout_s is None else timeout_s
+        if not _wait_for(healthy, limit):
+            return None
+        return time.monotonic() - started
+
+
+# -- reading back ------------------------------------------------------------------------------
+
+
+def stored_batches(log: Log, high_watermark: int) -> list[StoredBatch]:
+    """The log's batches that end below `high_watermark`, read from its log start."""
+    batches: list[StoredBatch] = []
+    offset = log.log_start_offset
+    while offset < high_watermark:
+        data = log.read(offset, 1 << 20, max_offset=high_watermark).records
+        before = offset
+        for batch in iter_batches(data):
+            if batch.last_offset >= high_watermark or batch.last_offset < offset:
+                continue
+            start = batch.position
+            batches.append(
+                StoredBatch(
+                    batch.base_offset,
+                    batch.last_offset,
+                    bytes(data[start : start + batch.size_in_bytes]),
+                )
+            )
+            offset = batch.next_offset
+        if offset == before:  # nothing more below the high watermark
+            break
+    return batches
+
+
+class _Check:
+    """The checks after a run, against the healed cluster."""
+
+    def __init__(self, cluster: Cluster, topic: str, partitions: int) -> None:
+        self.cluster = cluster
+        self.topic = topic
+        self.partitions = partitions
+        self.notes: list[str] = []
+
+    def settle(self, timeout_s: float) -> bool:
+        """Wait until every leader's HW is its log end, and every replica's log end too."""
+        cluster, topic = self.cluster, self.topic
+
+        def settled() -> bool:
+            try:
+                for p in range(self.partitions):
+                    leader = cluster.describe_partition(topic, p)
+                    if not leader.is_leader or leader.high_watermark != leader.log_end_offset:
+                        return False
+                    for replica in cluster.replicas(topic, p):
+                        follower = cluster.describe_partition(topic, p, broker=replica)
+                        if follower.log_end_offset != leader.log_end_offset:
+                            return False
+            except Exception:  # a replica not there yet
+                return False
+            return True
+
+        if _wait_for(settled, timeout_s):
+            return True
+        self.notes.append(f"replicas not settled (HW = log end everywhere) in {timeout_s:.0f}s")
+        return False
+
+    def high_watermark(self, partition: int) -> int:
+        return self.cluster.describe_partition(self.topic, partition).high_watermark
+
+    def read(self, partition: int, high_watermark: int) -> dict[int, bytes | None]:
+        """Every record from offset 0 up to the high watermark, by offset (a consumer)."""
+        consumer = self.cluster.consumer(max_wait_ms=100)
+        consumer.assign([(self.topic, partition)])
+        found: dict[int, bytes | None] = {}
+
+        def read_up() -> bool:
+            for record in consumer.poll(100):
+                found[record.offset] = record.value
+            return consumer.position(self.topic, partition) >= high_watermark
+
+        if not _wait_for(read_up, READ_S, poll_s=0.01):
+            self.notes.append(
+                f"p{partition}: read stopped at {consumer.position(self.topic, partition)}"
+                f" of {high_watermark}"
+            )
+        consumer.close()
+        return found
+
+    def replicas(
+        self, partition: int, high_watermark: int
+    ) -> tuple[dict[int, list[StoredBatch]], set[int]]:
+        """Every live replica's batches below the high watermark, read from its `Log`, and
+        the replicas outside the ISR (they may lag, but must not differ)."""
+        cluster, key = self.cluster, partition_key(self.topic, partition)
+        isr = set(cluster.isr(self.topic, partition))
+        held: dict[int, list[StoredBatch]] = {}
+        for broker in cluster.replicas(self.topic, partition):
+            node = cluster.brokers.get(broker)
+            log = node.logs.get(key) if node is not None and node.alive else None
+            if log is None:
+                self.notes.append(f"p{partition}: broker {broker} has no log to compare")
+                continue
+            for _attempt in range(3):
+                try:
+                    held[broker] = stored_batches(log, high_watermark)
+                    break
+                except StorageError as error:  # truncated or closed under us: read again
+                    self.notes.append(f"p{partition}: broker {broker} read failed: {error!r}")
+        return held, {b for b in held if b not in isr}
+
+
+# -- one schedule ------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _tracing_to(path: Path | None) -> Iterator[None]:
+    """Events go to `path` (None: tracing off) inside the block; restored as found after."""
+    state = tracing._state
+    with state.lock:
+        saved = (state.sink, state.owned_sink, state.enabled, state.clock)
+        state.owned_sink = False  # configure() must not close a file someone else opened
+    if path is None:
+        tracing.configure(enabled=False)
+    else:
+        tracing.configure(path=path)
+    try:
+        yield
+    finally:
+        tracing.flush()
+        with state.lock:
+            if state.owned_sink and state.sink is not None:
+                state.sink.close()
+            state.sink, state.owned_sink, state.enabled, state.clock = saved
+
+
+def run_schedule(
+    seed: int,
+    seconds: float,
+    *,
+    unsafe: bool = False,
+    events_dir: Path | str | None = None,
+    session_timeout_ms: int = SESSION_TIMEOUT_MS,
+    partitions: int = 3,
+    producers: int = 2,
+    in_flight: int = 8,
+    rate: float = 100.0,
+    power_loss: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> ScheduleResult:
+    """Run the schedule of `seed` for about `seconds` against a fresh cluster and check it.
+
+    `unsafe` runs the control: acks=1 producers, min ISR 1, unclean leader election on.
+    `power_loss=False` leaves power losses out of the schedule. With `events_dir`, the run's event
+    log is written there and kept only if the schedule fails (`ScheduleResult.ok` false; for
+    the control, if it found loss). Errors of the run itself land in `ScheduleResult.error`.
+    """
+    schedule = generate_schedule(
+        seed,
+        seconds,
+        session_timeout_ms=session_timeout_ms,
+        partitions=partitions,
+        power_loss=power_loss,
+        unsafe=unsafe,
+    )
+    result = ScheduleResult(seed=seed, unsafe=unsafe, schedule=schedule.describe())
+    if not power_loss:
+        result.notes.append("no power losses in this schedule")
+    events_path = None
+    if events_dir is not None:
+        mode = "unsafe" if unsafe else "safe"
+        events_path = Path(events_dir) / f"nemesis-{mode}-seed{seed}.jsonl"
+        events_path.unlink(missing_ok=True)
+    started = time.monotonic()
+    with _tracing_to(events_path):
+        try:
+            _run(
+                schedule,
+                result,
+                producers=producers,
+                in_flight=in_flight,
+                rate=rate,
+                progress=progress,
+            )
+        except Exception as error:
+            result.error = repr(error)
+    result.elapsed_s = time.monotonic() - started
+    if events_path is not None:
+        interesting = bool(result.lost) if unsafe else not result.ok
+        if interesting or result.error is not None:
+            result.events_path = events_path
+        else:
+            events_path.unlink(missing_ok=True)
+    return result
+
+
+def _run(
+    schedule: Schedule,
+    result: ScheduleResult,
+    *,
+    producers: int,
+    in_flight: int,
+    rate: float,
+    progress: Callable[[str], None] | None,
+) -> None:
+    session_s = schedule.session_timeout_ms / 1000
+    with Cluster(
+        BROKERS,
+        zookeeper="embedded",
+        session_timeout_ms=schedule.session_timeout_ms,
+        config=nemesis_config(schedule.session_timeout_ms),
+    ) as cluster:
+        cluster.create_topic(
+            TOPIC,
+            partitions=schedule.partitions,
+            replication_factor=BROKERS,
+            config=UNSAFE_TOPIC_CONFIG if schedule.unsafe else SAFE_TOPIC_CONFIG,
+        )
+        workload = Workload(
+            cluster,
+            TOPIC,
+            schedule.partitions,
+            seed=schedule.seed,
+            producers=producers,
+            acks=1 if schedule.unsafe else -1,
+            in_flight=in_flight,
+            rate=rate,
+        ).start()
+        nemesis = Nemesis(
+            cluster,
+            TOPIC,
+            schedule.partitions,
+            healthy_timeout_s=RECOVERY_SESSIONS * session_s,
+            progress=progress,
+        )
+        try:
+            nemesis.run(schedule.steps)  # ends with HEAL_ALL
+            healed = nemesis.await_healthy()
+            if healed is not None:  # counted from the start of HEAL_ALL: restarts included
+                result.recovery_s = healed + nemesis.heal_all_s
+            result.liveness_ok = healed is not None
+            if not result.liveness_ok:
+                nemesis.notes.append(
+                    f"no live leader and full ISR for every partition within "
+                    f"{RECOVERY_SESSIONS} session timeouts of healing"
+                )
+        finally:
+            acked, failed, result.unanswered = workload.stop()
+            result.applied, result.notes = nemesis.applied, result.notes + nemesis.notes
+        result.acked, result.failed = len(acked), len(failed)
+        result.failed_codes = dict(Counter(failed.values()).most_common())
+        _check(cluster, schedule.partitions, acked, result, settle_s=3 * session_s)
+
+
+def _check(
+    cluster: Cluster,
+    partitions: int,
+    acked: list[Ack],
+    result: ScheduleResult,
+    *,
+    settle_s: float,
+) -> None:
+    check = _Check(cluster, TOPIC, partitions)
+    check.settle(settle_s)
+    consumed: dict[int, dict[int, bytes | None]] = {}
+    for p in range(partitions):
+        try:
+            high_watermark = check.high_watermark(p)
+        except Exception as error:  # no leader to ask (a liveness failure, reported as such)
+            check.notes.append(f"p{p}: not checked, no high watermark to read: {error!r}")
+            continue
+        consumed[p] = check.read(p, high_watermark)
+        held, lagging = check.replicas(p, high_watermark)
+        divergence = find_divergence(p, high_watermark, held, may_lag=lagging)
+        if divergence is not None:
+            result.divergent.append(divergence)
+    # The records of a partition that could not be read are neither found nor lost.
+    result.lost = find_lost([a for a in acked if a.partition in consumed], consumed)
+    result.duplicates = count_duplicates(consumed)
+    result.notes.extend(check.notes)

@@ -1,0 +1,181 @@
+"""Fault schedules: seeded, deterministic, every fault recovered, the power-loss rule kept."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafkactor.testing.schedule import (
+    DOWN,
+    SAFE_KINDS,
+    UNSAFE_KINDS,
+    Action,
+    Role,
+    Step,
+    generate_schedule,
+    parse_seeds,
+    validate_schedule,
+)
+
+SEEDS = range(300)
+
+
+def test_the_same_seed_gives_the_same_schedule() -> None:
+    for seed in (0, 1, 7, 12345):
+        assert generate_schedule(seed, 12) == generate_schedule(seed, 12)
+        assert generate_schedule(seed, 12, unsafe=True) == generate_schedule(seed, 12, unsafe=True)
+
+
+def test_different_seeds_give_different_schedules() -> None:
+    schedules = {generate_schedule(seed, 12).steps for seed in range(50)}
+    assert len(schedules) == 50
+
+
+def test_every_schedule_keeps_the_fault_model() -> None:
+    for seed in SEEDS:
+        for unsafe in (False, True):
+            for power_loss in (False, True):
+                schedule = generate_schedule(seed, 12, unsafe=unsafe, power_loss=power_loss)
+                assert validate_schedule(schedule.steps) == [], (seed, unsafe, power_loss)
+
+
+def _simulate(steps: tuple[Step, ...]) -> tuple[set[str], set[str], int]:
+    """The names down and isolated after the steps, and the most ever down at once."""
+    down: set[str] = set()
+    isolated: set[str] = set()
+    most = 0
+    for step in steps:
+        if step.action in DOWN:
+            down.add(step.name)
+        elif step.action is Action.RESTART:
+            down.discard(step.name)
+        elif step.action is Action.ISOLATE:
+            isolated.add(step.name)
+        elif step.action is Action.HEAL:
+            isolated.discard(step.name)
+        elif step.action is Action.HEAL_ALL:
+            down.clear()
+            isolated.clear()
+        most = max(most, len(down))
+    return down, isolated, most
+
+
+def test_every_schedule_heals_everything_at_the_end() -> None:
+    for seed in SEEDS:
+        schedule = generate_schedule(seed, 12)
+        assert schedule.steps[-1].action is Action.HEAL_ALL
+        assert [s.action for s in schedule.steps].count(Action.HEAL_ALL) == 1
+        down, isolated, most = _simulate(schedule.steps)
+        assert (down, isolated) == (set(), set())
+        assert most <= 2
+        # every episode but the last recovers its own faults before the next begins
+        for episode in range(1, len(schedule.episodes)):
+            before = tuple(s for s in schedule.steps if s.episode <= episode)
+            assert _simulate(before)[:2] == (set(), set()), (seed, episode)
+
+
+def test_a_power_loss_waits_for_health_before_and_after_and_nothing_runs_meanwhile() -> None:
+    seen = 0
+    for seed in SEEDS:
+        steps = generate_schedule(seed, 12, power_loss=True).steps
+        for index, step in enumerate(steps):
+            if step.action is not Action.POWER_LOSS:
+                continue
+            seen += 1
+            assert steps[index - 1].action is Action.AWAIT_HEALTHY
+            assert _simulate(steps[:index])[:2] == (set(), set())  # nobody else out
+            following = steps[index + 1]
+            assert following.action in (Action.RESTART, Action.HEAL_ALL)
+            if following.action is Action.RESTART:
+                assert following.name == step.name
+                assert steps[index + 2].action is Action.AWAIT_HEALTHY
+    assert seen > 20  # the rule was exercised
+
+
+def test_power_losses_are_left_out_on_request() -> None:
+    for seed in SEEDS:
+        steps = generate_schedule(seed, 12, power_loss=False).steps
+        assert all(step.action is not Action.POWER_LOSS for step in steps)
+
+
+def test_the_validator_catches_a_power_loss_next_to_another_fault() -> None:
+    steps = [
+        Step(after_s=1, action=Action.KILL, role=Role.LEADER, partition=0, name="1a", episode=1),
+        Step(after_s=0, action=Action.AWAIT_HEALTHY, episode=1),
+        Step(after_s=0, action=Action.POWER_LOSS, role=Role.FOLLOWER, name="1b", episode=1),
+        Step(after_s=1, action=Action.KILL, role=Role.ANY, name="1c", episode=1),
+        Step(after_s=1, action=Action.RESTART, role=Role.BOUND, name="1b", episode=1),
+        Step(after_s=1, action=Action.HEAL_ALL, episode=1),
+    ]
+    problems = validate_schedule(steps)
+    assert any("a power loss while ['1a'] are out" in p for p in problems)
+    assert any("down from a power loss" in p for p in problems)
+    assert any("3 brokers down" in p for p in problems)
+    assert any("restarted without AWAIT_HEALTHY" in p for p in problems)
+
+
+def test_the_validator_catches_an_unrecovered_fault_and_a_missing_heal_all() -> None:
+    steps = [
+        Step(after_s=1, action=Action.ISOLATE, role=Role.ANY, name="1a", episode=1),
+        Step(after_s=1, action=Action.KILL, role=Role.ANY, name="2a", episode=2),
+        Step(after_s=1, action=Action.RESTART, role=Role.BOUND, name="2a", episode=2),
+    ]
+    problems = validate_schedule(steps)
+    assert any("['1a'] not recovered by their episode" in p for p in problems)
+    assert "the schedule does not end with HEAL_ALL" in problems
+
+
+def test_a_schedule_fills_about_its_seconds_with_episodes() -> None:
+    for seed in SEEDS:
+        schedule = generate_schedule(seed, 12)
+        assert len(schedule.episodes) >= 1
+        assert schedule.planned_seconds() <= 12 + 5  # the one episode that must run anyway
+        assert schedule.describe().count(";") == len(schedule.episodes) - 1
+
+
+def test_the_unsafe_schedules_move_leadership() -> None:
+    roles = set()
+    for seed in SEEDS:
+        for step in generate_schedule(seed, 12, unsafe=True).steps:
+            if step.action in (Action.KILL, Action.ISOLATE):
+                roles.add(step.role)
+    assert Role.LEADER in roles
+    assert set(UNSAFE_KINDS) <= set(SAFE_KINDS)
+
+
+def test_restarts_are_both_fast_and_slow() -> None:
+    session_s = 2.0
+    delays = [
+        step.after_s
+        for seed in SEEDS
+        for step in generate_schedule(seed, 12, session_timeout_ms=2000, power_loss=False).steps
+        if step.action is Action.RESTART
+    ]
+    assert any(d < session_s for d in delays)
+    assert any(d > session_s for d in delays)
+
+
+@pytest.mark.parametrize(
+    ("text", "seeds"),
+    [
+        ("1-5", [1, 2, 3, 4, 5]),
+        ("3", [3]),
+        ("1,4,9", [1, 4, 9]),
+        ("1-3,7,2", [1, 2, 3, 7]),
+        (" 10 - 12 ", [10, 11, 12]),
+    ],
+)
+def test_seeds_parse(text: str, seeds: list[int]) -> None:
+    assert parse_seeds(text) == seeds
+
+
+@pytest.mark.parametrize("text", ["", "a", "5-2", "1,,2", "1-x", "-3"])
+def test_bad_seeds_are_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_seeds(text)
+
+
+def test_bad_arguments_are_refused() -> None:
+    with pytest.raises(ValueError):
+        generate_schedule(1, 0)
+    with pytest.raises(ValueError):
+        generate_schedule(1, 12, partitions=0)
