@@ -53,6 +53,7 @@ class FetchState:
 
     topic: str
     partition: int
+    key: str  # `<topic>-<partition>`, its key in the fetcher's table
     fetch_offset: int
     leader_epoch: int
     high_watermark: int = -1
@@ -130,6 +131,7 @@ class ReplicaFetcherActor(TracedActor):
             self.partitions[key] = FetchState(
                 topic=p.topic,
                 partition=p.partition,
+                key=key,
                 fetch_offset=p.fetch_offset,
                 leader_epoch=p.leader_epoch,
                 truncating=p.truncate,
@@ -149,14 +151,12 @@ class ReplicaFetcherActor(TracedActor):
         if now < self._backoff_until_ms:
             self._wake_at(self._backoff_until_ms)
             return
-        ready = [
-            (key, s) for key, s in self.partitions.items() if not s.busy and s.retry_at_ms <= now
-        ]
+        ready = [s for s in self.partitions.values() if not s.busy and s.retry_at_ms <= now]
         if _EPOCHS not in self._in_flight.values():
-            asking = [(key, s) for key, s in ready if s.truncating]
+            asking = [s for s in ready if s.truncating]
             if asking:
                 self._ask_epochs(asking)
-        fetching = [s for _key, s in ready if not s.truncating]
+        fetching = [s for s in ready if not s.truncating]
         if fetching and _FETCH not in self._in_flight.values() and not self._appending():
             self._fetch(fetching)
         waiting = [s.retry_at_ms for s in self.partitions.values() if s.retry_at_ms > now]
@@ -168,7 +168,7 @@ class ReplicaFetcherActor(TracedActor):
 
     def _is_current(self, state: FetchState) -> bool:
         """Whether `state` is still this partition's state (not removed or replaced)."""
-        return self.partitions.get(partition_key(state.topic, state.partition)) is state
+        return self.partitions.get(state.key) is state
 
     def _send_to_leader(self, kind: str, request: Request) -> None:
         self._in_flight[request.correlation_id] = kind
@@ -208,11 +208,11 @@ class ReplicaFetcherActor(TracedActor):
             ),
         )
 
-    def _ask_epochs(self, asking: list[tuple[str, FetchState]]) -> None:
+    def _ask_epochs(self, asking: list[FetchState]) -> None:
         correlation_id = next(self._ids)
-        for _key, state in asking:
+        for state in asking:
             state.busy = True
-        self._asked[correlation_id] = tuple(s for _key, s in asking)
+        self._asked[correlation_id] = tuple(asking)
         self._send_to_leader(
             _EPOCHS,
             OffsetsForLeaderEpochRequest(
@@ -226,7 +226,7 @@ class ReplicaFetcherActor(TracedActor):
                         current_leader_epoch=s.leader_epoch,
                         leader_epoch=s.latest_epoch,
                     )
-                    for _key, s in asking
+                    for s in asking
                 ),
             ),
         )
@@ -299,15 +299,15 @@ class ReplicaFetcherActor(TracedActor):
             if data.error_code is ErrorCode.NONE:
                 if data.records or data.high_watermark != state.high_watermark:
                     state.high_watermark = data.high_watermark
-                    self._append(state, key, data.records, data.high_watermark)
+                    self._append(state, data.records, data.high_watermark)
             elif data.error_code is ErrorCode.OFFSET_OUT_OF_RANGE:
-                self._out_of_range(state, key, data)
+                self._out_of_range(state, data)
             else:
                 failed.append(state)  # e.g. leadership moved: wait for the controller
         self._back_off(failed)
         self._maybe_fetch()
 
-    def _out_of_range(self, state: FetchState, key: str, data: FetchPartitionData) -> None:
+    def _out_of_range(self, state: FetchState, data: FetchPartitionData) -> None:
         if data.log_start_offset <= state.fetch_offset <= data.log_end_offset:
             self._back_off([state])  # in range by now (the log moved meanwhile): try again
             return
@@ -317,7 +317,7 @@ class ReplicaFetcherActor(TracedActor):
             state.truncating = True
             return
         # Behind the leader's log start (retention): start over at the leader's log start.
-        self._truncate(state, key, start_at=max(data.log_start_offset, 0))
+        self._truncate(state, start_at=max(data.log_start_offset, 0))
 
     @handles(OffsetsForLeaderEpochResponse)
     def _on_epochs(self, response: OffsetsForLeaderEpochResponse) -> None:
@@ -330,8 +330,7 @@ class ReplicaFetcherActor(TracedActor):
             state.busy = False
             if not self._is_current(state):
                 continue
-            key = partition_key(state.topic, state.partition)
-            answer = answers.get(key)
+            answer = answers.get(state.key)
             if answer is None or answer.error_code is not ErrorCode.NONE:
                 failed.append(state)
                 if answer is not None:
@@ -340,21 +339,21 @@ class ReplicaFetcherActor(TracedActor):
                         leader=self.leader,
                         error_code=int(answer.error_code),
                         error=answer.error_code.name,
-                        reason=f"OffsetsForLeaderEpoch for {key}",
+                        reason=f"OffsetsForLeaderEpoch for {state.key}",
                     )
                 continue
-            self._truncate(state, key, epoch_end=answer)
+            self._truncate(state, epoch_end=answer)
         self._back_off(failed)
         self._maybe_fetch()
 
     # -- local requests to the partitions ----------------------------------------------------------
 
-    def _append(self, state: FetchState, key: str, records: bytes, high_watermark: int) -> None:
+    def _append(self, state: FetchState, records: bytes, high_watermark: int) -> None:
         correlation_id = next(self._ids)
         self._busy[correlation_id] = state
         state.busy = True
         self.send(
-            addresses.partition(self.broker_id, key),
+            addresses.partition(self.broker_id, state.key),
             AppendAsFollower(
                 reply_to=self.address,
                 correlation_id=correlation_id,
@@ -369,7 +368,6 @@ class ReplicaFetcherActor(TracedActor):
     def _truncate(
         self,
         state: FetchState,
-        key: str,
         *,
         epoch_end: EpochEndOffset | None = None,
         start_at: int = -1,
@@ -378,7 +376,7 @@ class ReplicaFetcherActor(TracedActor):
         self._busy[correlation_id] = state
         state.busy = True
         self.send(
-            addresses.partition(self.broker_id, key),
+            addresses.partition(self.broker_id, state.key),
             TruncateFollower(
                 reply_to=self.address,
                 correlation_id=correlation_id,

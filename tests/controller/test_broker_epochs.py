@@ -15,7 +15,7 @@ import pytest
 
 from kafkactor.actors import addresses
 from kafkactor.actors.client import Client
-from kafkactor.actors.cluster import Cluster
+from kafkactor.actors.cluster import Cluster, ControllerRequestError
 from kafkactor.messages import ErrorCode
 from kafkactor.messages.replication import (
     LeaderAndIsr,
@@ -49,7 +49,10 @@ def led_with_full_isr(cluster: Cluster, topic: str, partition: int) -> bool:
         return False
     if sorted(cluster.isr(topic, partition)) != cluster.broker_ids:
         return False
-    description = cluster.describe_partition(topic, partition, broker=leader)
+    try:
+        description = cluster.describe_partition(topic, partition, broker=leader)
+    except ControllerRequestError:  # restarted, and not told about the partition yet
+        return False
     return description.is_leader and sorted(description.isr) == cluster.broker_ids
 
 
