@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -349,14 +350,9 @@ class ReplicaFetcherActor(TracedActor):
     # -- local requests to the partitions ----------------------------------------------------------
 
     def _append(self, state: FetchState, records: bytes, high_watermark: int) -> None:
-        correlation_id = next(self._ids)
-        self._busy[correlation_id] = state
-        state.busy = True
-        self.send(
-            addresses.partition(self.broker_id, state.key),
+        self._ask_partition(
+            state,
             AppendAsFollower(
-                reply_to=self.address,
-                correlation_id=correlation_id,
                 topic=state.topic,
                 partition=state.partition,
                 records=records,
@@ -372,20 +368,27 @@ class ReplicaFetcherActor(TracedActor):
         epoch_end: EpochEndOffset | None = None,
         start_at: int = -1,
     ) -> None:
-        correlation_id = next(self._ids)
-        self._busy[correlation_id] = state
-        state.busy = True
-        self.send(
-            addresses.partition(self.broker_id, state.key),
+        self._ask_partition(
+            state,
             TruncateFollower(
-                reply_to=self.address,
-                correlation_id=correlation_id,
                 topic=state.topic,
                 partition=state.partition,
                 leader_epoch=state.leader_epoch,
                 epoch_end=epoch_end,
                 start_at=start_at,
             ),
+        )
+
+    def _ask_partition(
+        self, state: FetchState, request: AppendAsFollower | TruncateFollower
+    ) -> None:
+        """Send a request to the local partition; the partition is busy until it answers."""
+        correlation_id = next(self._ids)
+        self._busy[correlation_id] = state
+        state.busy = True
+        self.send(
+            addresses.partition(self.broker_id, state.key),
+            dataclasses.replace(request, reply_to=self.address, correlation_id=correlation_id),
         )
 
     def _local_answer(self, correlation_id: int) -> FetchState | None:
