@@ -217,7 +217,8 @@ def run_demo(
                 cluster.restart_broker(victim)
                 note(
                     f"broker {victim} restarted: recovers its logs, registers again, "
-                    "follows, truncates to its HW, catches up and rejoins the ISR"
+                    "follows, cuts its log where the new leader's epochs say they part, "
+                    "catches up and rejoins the ISR"
                 )
         stop.set()
         for thread in threads:

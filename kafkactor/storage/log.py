@@ -552,7 +552,7 @@ class Log:
     # -- truncation, flush, retention ----------------------------------------------------------
 
     def truncate_to(self, offset: int) -> bool:
-        """Remove everything at or past `offset` (a follower truncating to its high watermark).
+        """Remove everything at or past `offset` (a follower cutting a suffix its leader lacks).
 
         A batch holding `offset` is removed whole, so the new log end is `offset`, or that
         batch's base offset when the cut fell inside it. The leader epochs starting at or past
