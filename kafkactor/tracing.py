@@ -15,12 +15,13 @@ the last batch.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import random
 import sys
 import threading
 from collections import deque
-from collections.abc import MutableMapping
+from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -183,6 +184,34 @@ def configure(
         state.clock = clock if clock is not None else SystemClock()
         _configure_structlog_once()
     _route_pykka_logging()
+
+
+@contextlib.contextmanager
+def configured(
+    *,
+    path: Path | str | None = None,
+    stream: IO[bytes] | None = None,
+    enabled: bool = True,
+    clock: Clock | None = None,
+) -> Iterator[None]:
+    """`configure(...)` inside a `with` block, then tracing exactly as it was found.
+
+    For a harness or a test that traces one run inside a program that may trace too: the
+    sink, switch and clock found are put back, a file the block opened is flushed and closed,
+    and a sink found open is left open."""
+    state = _state
+    with state.lock:
+        saved = (state.sink, state.owned_sink, state.enabled, state.clock)
+        state.owned_sink = False  # configure() must not close a sink the caller owns
+    configure(path=path, stream=stream, enabled=enabled, clock=clock)
+    try:
+        yield
+    finally:
+        flush()
+        with state.lock:
+            if state.owned_sink and state.sink is not None:
+                state.sink.close()
+            state.sink, state.owned_sink, state.enabled, state.clock = saved
 
 
 def disable() -> None:

@@ -451,20 +451,15 @@ def _divergence_scenario(events: EventLog) -> None:
 def emitted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[bytes]]:
     """Every line the run wrote: the demo's event file, then the extra scenarios' stream.
 
-    Tracing is process-global: its state is put back as found afterwards (the pattern of the
-    `events` fixture in tests/replication/conftest.py).
+    Tracing is process-global: its state is put back as found afterwards.
     """
-    state = tracing._state
-    with state.lock:
-        saved = (state.sink, state.owned_sink, state.enabled, state.clock)
-        state.owned_sink = False  # configure() must not close a file someone else opened
     root = tmp_path_factory.mktemp("events")
-    try:
+    stream = io.BytesIO()
+    with tracing.configured(stream=stream):
         demo_file = root / "demo.jsonl"
         run_demo(seconds=4.5, events_path=demo_file, print_fn=lambda _line: None)
         lines = demo_file.read_bytes().splitlines()
-        stream = io.BytesIO()
-        tracing.configure(stream=stream)
+        tracing.configure(stream=stream)  # the demo traced to its own file
         events = EventLog(stream, tracing.flush)
         _storage_scenario(root, events)
         _failing_tasks(events)
@@ -473,11 +468,6 @@ def emitted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[bytes]]:
         _divergence_scenario(events)
         tracing.flush()
         lines += stream.getvalue().splitlines()
-    finally:
-        with state.lock:
-            if state.owned_sink and state.sink is not None:
-                state.sink.close()
-            state.sink, state.owned_sink, state.enabled, state.clock = saved
     yield [line for line in lines if line]
 
 

@@ -548,27 +548,16 @@ def test_the_summary_lists_the_20_slowest() -> None:
 def real_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The event log of a 3-broker cluster: one acks=all produce, then a consumer poll."""
     path = tmp_path_factory.mktemp("trace") / "events.jsonl"
-    state_ = tracing._state  # other test modules configure tracing too
-    with state_.lock:
-        saved = (state_.sink, state_.owned_sink, state_.enabled, state_.clock)
-        state_.owned_sink = False  # configure() must not close a file someone else opened
-    tracing.configure(path=path)
-    try:
-        with Cluster(3, config=FAST, zookeeper=None) as cluster:
-            cluster.create_topic(
-                "events", replication_factor=3, config=LogConfig(min_insync_replicas=2)
-            )
-            producer = cluster.producer(acks=-1)
-            assert producer.send("events", b"traced").result(WAIT_S).offset == 0
-            consumer = cluster.consumer(max_wait_ms=200)
-            consumer.assign([("events", 0)])
-            wait_until(lambda: consumer.poll(200), message="the record to be consumed")
-        tracing.flush()
-    finally:
-        with state_.lock:
-            if state_.owned_sink and state_.sink is not None:
-                state_.sink.close()
-            state_.sink, state_.owned_sink, state_.enabled, state_.clock = saved
+    # other test modules configure tracing too: it is put back as found
+    with tracing.configured(path=path), Cluster(3, config=FAST, zookeeper=None) as cluster:
+        cluster.create_topic(
+            "events", replication_factor=3, config=LogConfig(min_insync_replicas=2)
+        )
+        producer = cluster.producer(acks=-1)
+        assert producer.send("events", b"traced").result(WAIT_S).offset == 0
+        consumer = cluster.consumer(max_wait_ms=200)
+        consumer.assign([("events", 0)])
+        wait_until(lambda: consumer.poll(200), message="the record to be consumed")
     yield path
 
 

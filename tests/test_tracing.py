@@ -275,3 +275,30 @@ def test_a_logger_cached_before_disable_stops_writing() -> None:
     tracing.disable()
     log.info("after")
     assert [e["event"] for e in _events(stream.getvalue())] == ["before"]
+
+
+def test_configured_traces_inside_the_block_and_puts_tracing_back_as_found(
+    tmp_path: Path,
+) -> None:
+    outer = io.BytesIO()
+    tracing.configure(stream=outer, clock=ManualClock(7))
+    inner = tmp_path / "inner.jsonl"
+
+    with tracing.configured(path=inner, clock=ManualClock(9)):
+        tracing.get_logger("t").info("inside")
+    tracing.get_logger("t").info("outside")
+    tracing.flush()
+
+    assert [orjson.loads(line)["event"] for line in inner.read_bytes().splitlines()] == ["inside"]
+    [line] = outer.getvalue().splitlines()
+    assert (orjson.loads(line)["event"], orjson.loads(line)["ts_ms"]) == ("outside", 7)
+    assert not outer.closed  # the sink found is the caller's: left open
+
+
+def test_configured_closes_the_file_it_opened_even_when_the_block_raises(tmp_path: Path) -> None:
+    tracing.configure(enabled=False)
+    with pytest.raises(RuntimeError), tracing.configured(path=tmp_path / "e.jsonl"):
+        sink = tracing._state.sink
+        raise RuntimeError("the traced run failed")
+    assert sink is not None and sink.closed
+    assert not tracing._state.enabled  # off again, as found

@@ -14,12 +14,11 @@ line per step, and the `kafkactor nemesis` command prints.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -501,27 +500,6 @@ class _Check:
 # -- one schedule ------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _tracing_to(path: Path | None) -> Iterator[None]:
-    """Events go to `path` (None: tracing off) inside the block; restored as found after."""
-    state = tracing._state
-    with state.lock:
-        saved = (state.sink, state.owned_sink, state.enabled, state.clock)
-        state.owned_sink = False  # configure() must not close a file someone else opened
-    if path is None:
-        tracing.configure(enabled=False)
-    else:
-        tracing.configure(path=path)
-    try:
-        yield
-    finally:
-        tracing.flush()
-        with state.lock:
-            if state.owned_sink and state.sink is not None:
-                state.sink.close()
-            state.sink, state.owned_sink, state.enabled, state.clock = saved
-
-
 def run_schedule(
     seed: int,
     seconds: float,
@@ -560,7 +538,7 @@ def run_schedule(
         events_path = Path(events_dir) / f"nemesis-{mode}-seed{seed}.jsonl"
         events_path.unlink(missing_ok=True)
     started = time.monotonic()
-    with _tracing_to(events_path):
+    with tracing.configured(path=events_path, enabled=events_path is not None):
         try:
             _run(
                 schedule,

@@ -63,17 +63,9 @@ class EventLog:
 @pytest.fixture(autouse=True)
 def events() -> Iterator[EventLog]:
     """Every test in this module writes its events to its own stream (read by some tests)."""
-    state = tracing._state  # restored exactly as found: other test modules configure tracing too
-    with state.lock:
-        saved = (state.sink, state.owned_sink, state.enabled, state.clock)
-        state.owned_sink = False  # configure() must not close a file someone else opened
     stream = io.BytesIO()
-    tracing.configure(stream=stream)
-    yield EventLog(stream)
-    with state.lock:
-        if state.owned_sink and state.sink is not None:  # a test's own file
-            state.sink.close()
-        state.sink, state.owned_sink, state.enabled, state.clock = saved
+    with tracing.configured(stream=stream):  # restored as found: others configure tracing too
+        yield EventLog(stream)
 
 
 # -- actors started by a test are stopped by its teardown -------------------------------------

@@ -132,16 +132,5 @@ def _record(path: Path) -> RecordedRun:
 def recorded_run(tmp_path_factory: pytest.TempPathFactory) -> RecordedRun:
     """One real run, traced to a file; tracing is put back as it was found afterwards."""
     path = tmp_path_factory.mktemp("recorded") / "events.jsonl"
-    state = tracing._state  # other test modules configure tracing too
-    with state.lock:
-        saved = (state.sink, state.owned_sink, state.enabled, state.clock)
-        state.owned_sink = False  # configure() must not close a file someone else opened
-    tracing.configure(path=path)
-    try:
+    with tracing.configured(path=path):  # other test modules configure tracing too
         return _record(path)
-    finally:
-        tracing.flush()
-        with state.lock:
-            if state.owned_sink and state.sink is not None:
-                state.sink.close()
-            state.sink, state.owned_sink, state.enabled, state.clock = saved

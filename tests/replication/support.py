@@ -86,19 +86,9 @@ def wait_until(
 @contextmanager
 def captured_events() -> Iterator[EventLog]:
     """Events go to a stream of their own inside the block; tracing is restored as found."""
-    state = tracing._state  # other test modules configure tracing too
-    with state.lock:
-        saved = (state.sink, state.owned_sink, state.enabled, state.clock)
-        state.owned_sink = False  # configure() must not close a file someone else opened
     stream = io.BytesIO()
-    tracing.configure(stream=stream)
-    try:
+    with tracing.configured(stream=stream):  # other test modules configure tracing too
         yield EventLog(stream, tracing.flush)
-    finally:
-        with state.lock:
-            if state.owned_sink and state.sink is not None:
-                state.sink.close()
-            state.sink, state.owned_sink, state.enabled, state.clock = saved
 
 
 class EventLog:
