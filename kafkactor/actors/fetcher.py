@@ -399,26 +399,31 @@ class ReplicaFetcherActor(TracedActor):
         state.busy = False
         return state if self._is_current(state) else None
 
+    def _partition_answered(
+        self, response: FollowerAppended | FollowerTruncated
+    ) -> FetchState | None:
+        """Where the local log now ends; the partition backs off if it failed. Returns the
+        partition's state when the step succeeded and the partition is still current."""
+        state = self._local_answer(response.correlation_id)
+        if state is None:
+            return None
+        state.fetch_offset = response.log_end_offset
+        state.latest_epoch = response.latest_epoch
+        if response.error_code is not ErrorCode.NONE:
+            self._back_off([state])
+            return None
+        return state
+
     @handles(FollowerAppended)
     def _on_appended(self, response: FollowerAppended) -> None:
-        state = self._local_answer(response.correlation_id)
-        if state is not None:
-            state.fetch_offset = response.log_end_offset
-            state.latest_epoch = response.latest_epoch
-            if response.error_code is not ErrorCode.NONE:
-                self._back_off([state])
+        self._partition_answered(response)
         self._maybe_fetch()
 
     @handles(FollowerTruncated)
     def _on_truncated(self, response: FollowerTruncated) -> None:
-        state = self._local_answer(response.correlation_id)
+        state = self._partition_answered(response)
         if state is not None:
-            state.fetch_offset = response.log_end_offset
-            state.latest_epoch = response.latest_epoch
-            if response.error_code is not ErrorCode.NONE:
-                self._back_off([state])
-            else:
-                state.truncating = not response.completed
+            state.truncating = not response.completed
         self._maybe_fetch()
 
     @handles(ErrorResponse)
