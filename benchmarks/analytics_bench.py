@@ -71,9 +71,9 @@ from typing import Any
 import orjson
 
 from kafkactor import tracing
-from kafkactor.actors.cluster import Cluster
-from kafkactor.actors.producer import Producer
+from kafkactor.clients import Producer
 from kafkactor.storage import LogConfig
+from kafkactor.testing import Cluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from produce_bench import (

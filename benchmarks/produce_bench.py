@@ -116,9 +116,9 @@ from typing import IO, Any
 import pykka
 
 from kafkactor import tracing
-from kafkactor.actors.cluster import Cluster
-from kafkactor.actors.directory import Directory
+from kafkactor.actors.runtime import Directory
 from kafkactor.storage import LogConfig
+from kafkactor.testing import Cluster
 
 BROKERS = 3
 TOPIC = "bench"

@@ -109,11 +109,15 @@ from types import FrameType
 from typing import IO, Any
 
 from kafkactor import tracing
-from kafkactor.actors.client import Client
-from kafkactor.actors.directory import Directory
-from kafkactor.actors.hops import log_send
-from kafkactor.actors.purgatory import DelayedAwaitValue, Purgatory, PurgatoryActor
-from kafkactor.actors.reaper import ExpirationDelivery, ReaperActor
+from kafkactor.actors.purgatory import (
+    DelayedAwaitValue,
+    ExpirationDelivery,
+    Purgatory,
+    PurgatoryActor,
+    ReaperActor,
+)
+from kafkactor.actors.runtime import Client, Directory
+from kafkactor.actors.runtime.hops import log_send
 from kafkactor.messages import Envelope
 from kafkactor.messages.purgatory import AwaitValue, DelayOperation, KeyChanged, OperationResult
 from kafkactor.timer import Clock, ManualClock, SystemClock, Timer, TimerTask

@@ -11,8 +11,8 @@ import time
 
 from kafkactor import Cluster, tracing
 from kafkactor.actors.broker import BrokerConfig
-from kafkactor.actors.producer import ProduceError
-from kafkactor.actors.replica_manager import ReplicaManagerConfig
+from kafkactor.actors.replication import ReplicaManagerConfig
+from kafkactor.clients import ProduceError
 
 tracing.configure(enabled=False)
 # Kafka's replica.lag.time.max.ms is 10 s; one second keeps the example short.

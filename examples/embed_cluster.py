@@ -4,7 +4,7 @@ Run: .venv/bin/python examples/embed_cluster.py
 """
 
 from kafkactor import Cluster, tracing
-from kafkactor.actors.consumer import ConsumerRecord
+from kafkactor.clients import ConsumerRecord
 
 tracing.configure(enabled=False)  # no event log for this one
 

@@ -6,7 +6,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from kafkactor.actors.cluster import Cluster
+    from kafkactor.testing import Cluster
 
 try:
     __version__ = version("kafkactor")
@@ -19,7 +19,7 @@ __all__ = ["Cluster", "__version__"]
 def __getattr__(name: str) -> Any:
     # `kafkactor.Cluster` without importing the actor system for `kafkactor --version`.
     if name == "Cluster":
-        from kafkactor.actors.cluster import Cluster
+        from kafkactor.testing import Cluster
 
         return Cluster
     raise AttributeError(f"module 'kafkactor' has no attribute {name!r}")

@@ -15,11 +15,10 @@ import orjson
 
 from kafkactor import tracing
 from kafkactor.actors.broker import BrokerConfig
-from kafkactor.actors.cluster import Cluster
-from kafkactor.actors.consumer import Consumer
-from kafkactor.actors.producer import ProduceError, Producer, RecordMetadata
-from kafkactor.actors.replica_manager import ReplicaManagerConfig
+from kafkactor.actors.replication import ReplicaManagerConfig
+from kafkactor.clients import Consumer, ProduceError, Producer, RecordMetadata
 from kafkactor.storage import LogConfig
+from kafkactor.testing import Cluster
 
 TOPIC = "events"
 PARTITIONS = 2  # leaders on brokers 1 and 2 at first

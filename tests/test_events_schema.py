@@ -26,17 +26,15 @@ import jsonschema
 import pytest
 
 from kafkactor import tracing
-from kafkactor.actors import addresses, zk_data
-from kafkactor.actors.base import TracedActor
 from kafkactor.actors.broker import BrokerConfig
-from kafkactor.actors.client import Client
-from kafkactor.actors.cluster import Cluster
-from kafkactor.actors.directory import Directory
-from kafkactor.actors.replica_manager import ReplicaManagerConfig
+from kafkactor.actors.controller import zk_data
+from kafkactor.actors.replication import ReplicaManagerConfig
+from kafkactor.actors.runtime import Client, Directory, TracedActor, addresses
 from kafkactor.demo import run_demo
 from kafkactor.messages.purgatory import DelayOperation
 from kafkactor.messages.replication import StopReplica, TopicPartitionRef, UpdateMetadata
 from kafkactor.storage import LEADER_EPOCH_CHECKPOINT, Log, LogConfig, Record
+from kafkactor.testing import Cluster
 from kafkactor.timer import ManualClock, Scheduler
 from kafkactor.timer.system_timer import Timer
 from kafkactor.timer.task import CallbackTask

@@ -9,15 +9,16 @@ from typing import Any
 
 import pykka
 
-from kafkactor.actors import addresses
-from kafkactor.actors.controller import ControllerActor
-from kafkactor.actors.delayed import ReplicaPurgatoryActor
-from kafkactor.actors.directory import Directory
-from kafkactor.actors.high_watermarks import HighWatermarks
-from kafkactor.actors.reaper import REAPER_POLL_MS, ExpirationDelivery, ReaperActor
-from kafkactor.actors.replica_manager import ReplicaManagerActor, ReplicaManagerConfig
-from kafkactor.actors.zk_data import BrokerRegistration
-from kafkactor.actors.zk_session import ZooKeeperSession
+from kafkactor.actors.controller import ControllerActor, ZooKeeperSession
+from kafkactor.actors.controller.zk_data import BrokerRegistration
+from kafkactor.actors.purgatory import REAPER_POLL_MS, ExpirationDelivery, ReaperActor
+from kafkactor.actors.replication import (
+    HighWatermarks,
+    ReplicaManagerActor,
+    ReplicaManagerConfig,
+    ReplicaPurgatoryActor,
+)
+from kafkactor.actors.runtime import Directory, addresses
 from kafkactor.messages.controller import ZooKeeperSessionLost, ZooKeeperSessionStarted
 from kafkactor.storage import Log, LogConfig, LogManager, LogManagerConfig
 from kafkactor.timer import Clock, Scheduler, SystemClock, Timer

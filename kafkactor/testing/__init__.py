@@ -1,9 +1,11 @@
-"""Testing tools for kafkactor clusters: the nemesis, a Jepsen-style fault-schedule checker.
+"""Testing tools: `Cluster` (brokers in this process, with fault injection) and the nemesis,
+a Jepsen-style fault-schedule checker (as `kazoo.testing` ships ZooKeeper test harnesses).
 
 `generate_schedule` and the verdict functions are pure; `run_schedule` runs one schedule
 against a fresh in-process cluster and returns a `ScheduleResult` (docs/nemesis.md).
 """
 
+from kafkactor.testing.cluster import Cluster, ControllerRequestError, TopicExistsError
 from kafkactor.testing.nemesis import (
     nemesis_config,
     run_schedule,
@@ -36,6 +38,8 @@ from kafkactor.testing.verdict import (
 __all__ = [
     "Ack",
     "Action",
+    "Cluster",
+    "ControllerRequestError",
     "Divergence",
     "EpisodeKind",
     "LostRecord",
@@ -45,6 +49,7 @@ __all__ = [
     "Step",
     "StoredBatch",
     "Summary",
+    "TopicExistsError",
     "count_duplicates",
     "find_divergence",
     "find_lost",

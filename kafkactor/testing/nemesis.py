@@ -24,11 +24,11 @@ from pathlib import Path
 
 from kafkactor import tracing
 from kafkactor.actors.broker import BrokerConfig
-from kafkactor.actors.cluster import Cluster
-from kafkactor.actors.producer import ProduceError, Producer, RecordMetadata
-from kafkactor.actors.replica_manager import ReplicaManagerConfig
+from kafkactor.actors.replication import ReplicaManagerConfig
+from kafkactor.clients import ProduceError, Producer, RecordMetadata
 from kafkactor.messages.replication import partition_key
 from kafkactor.storage import Log, StorageError, iter_batches
+from kafkactor.testing.cluster import Cluster
 from kafkactor.testing.schedule import Action, Role, Schedule, Step, generate_schedule
 from kafkactor.testing.verdict import (
     Ack,

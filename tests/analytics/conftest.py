@@ -21,12 +21,12 @@ import pytest
 
 from kafkactor import tracing
 from kafkactor.actors.broker import BrokerConfig
-from kafkactor.actors.cluster import Cluster
-from kafkactor.actors.producer import ProduceError
-from kafkactor.actors.replica_manager import ReplicaManagerConfig
+from kafkactor.actors.replication import ReplicaManagerConfig
 from kafkactor.analytics import spark_session
+from kafkactor.clients import ProduceError
 from kafkactor.messages import ErrorCode
 from kafkactor.storage import LogConfig
+from kafkactor.testing import Cluster
 from tests.analytics.support import PARTITIONS, TOPIC, RecordedRun
 
 ACKS_ALL_SENDS = 30

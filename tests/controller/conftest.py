@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kafkactor.actors.cluster import Cluster
+from kafkactor.testing import Cluster
 from tests.controller.support import embedded_cluster, settled_controller
 from tests.replication.conftest import events
 from tests.zk_conformance.conftest import real_zookeeper

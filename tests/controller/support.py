@@ -17,11 +17,11 @@ import pykka
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
-from kafkactor.actors import addresses, zk_data
-from kafkactor.actors.client import Client
-from kafkactor.actors.cluster import Cluster
-from kafkactor.actors.producer import ProduceError, Producer
+from kafkactor.actors.controller import zk_data
+from kafkactor.actors.runtime import Client, addresses
+from kafkactor.clients import ProduceError, Producer
 from kafkactor.messages.replication import MetadataRequest, MetadataResponse, PartitionMetadata
+from kafkactor.testing import Cluster
 from tests.replication.support import FAST, WAIT_S, EventLog, wait_until
 
 SESSION_TIMEOUT_MS = 600  # the embedded ZooKeeper expires a crashed broker's session this fast

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from kafkactor.actors import zk_data
-from kafkactor.actors.cluster import Cluster, TopicExistsError
+from kafkactor.actors.controller import zk_data
+from kafkactor.testing import Cluster, TopicExistsError
 from tests.controller.support import FAILOVER_BOUND_S, settled_controller
 from tests.replication.support import TOPIC, WAIT_S, EventLog, wait_until
 

@@ -13,9 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kafkactor.actors import addresses
-from kafkactor.actors.client import Client
-from kafkactor.actors.cluster import Cluster, ControllerRequestError
+from kafkactor.actors.runtime import Client, addresses
 from kafkactor.messages import ErrorCode
 from kafkactor.messages.replication import (
     LeaderAndIsr,
@@ -24,6 +22,7 @@ from kafkactor.messages.replication import (
     UpdateMetadata,
     UpdateMetadataResponse,
 )
+from kafkactor.testing import Cluster, ControllerRequestError
 from tests.controller.support import (
     FAILOVER_BOUND_S,
     SESSION_TIMEOUT_MS,

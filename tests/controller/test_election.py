@@ -6,9 +6,7 @@ import time
 
 import pytest
 
-from kafkactor.actors import addresses
-from kafkactor.actors.client import Client
-from kafkactor.actors.cluster import Cluster
+from kafkactor.actors.runtime import Client, addresses
 from kafkactor.messages import ErrorCode
 from kafkactor.messages.replication import (
     LeaderAndIsr,
@@ -20,6 +18,7 @@ from kafkactor.messages.replication import (
     UpdateMetadata,
     UpdateMetadataResponse,
 )
+from kafkactor.testing import Cluster
 from tests.controller.support import (
     FAILOVER_BOUND_S,
     ControllerSampler,

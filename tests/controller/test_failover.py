@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import time
 
-from kafkactor.actors import addresses, zk_data
-from kafkactor.actors.cluster import Cluster
+from kafkactor.actors.controller import zk_data
+from kafkactor.actors.runtime import addresses
 from kafkactor.messages.replication import partition_key
+from kafkactor.testing import Cluster
 from tests.controller.support import (
     FAILOVER_BOUND_S,
     numbered_load,

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from functools import partial
 
-from kafkactor.actors import addresses, zk_data
 from kafkactor.actors.broker import BrokerConfig
-from kafkactor.actors.cluster import Cluster
-from kafkactor.actors.replica_manager import ReplicaManagerConfig
+from kafkactor.actors.controller import zk_data
+from kafkactor.actors.replication import ReplicaManagerConfig
+from kafkactor.actors.runtime import addresses
+from kafkactor.testing import Cluster
 from tests.controller.support import (
     SESSION_TIMEOUT_MS,
     embedded_cluster,

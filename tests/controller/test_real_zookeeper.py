@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from kazoo.client import KazooClient
 
-from kafkactor.actors.cluster import Cluster
+from kafkactor.testing import Cluster
 from tests.controller.support import (
     FAILOVER_BOUND_S,
     ControllerSampler,

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kafkactor.actors.cluster import Cluster, ControllerRequestError
-from kafkactor.actors.producer import ProduceError
+from kafkactor.clients import ProduceError
 from kafkactor.messages import ErrorCode
 from kafkactor.messages.replication import PartitionDescription
+from kafkactor.testing import Cluster, ControllerRequestError
 from tests.controller.support import (
     Ack,
     controller_view,

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kafkactor.actors.cluster import Cluster
+from kafkactor.testing import Cluster
 from tests.replication.support import FAST, STICKY_ISR, EventLog, captured_events
 
 

@@ -19,11 +19,9 @@ from typing import Any, TypeVar
 import pykka
 
 from kafkactor import tracing
-from kafkactor.actors import addresses
 from kafkactor.actors.broker import BrokerConfig
-from kafkactor.actors.client import Client
-from kafkactor.actors.cluster import Cluster
-from kafkactor.actors.replica_manager import ReplicaManagerConfig
+from kafkactor.actors.replication import ReplicaManagerConfig
+from kafkactor.actors.runtime import Client, addresses
 from kafkactor.messages import ErrorCode
 from kafkactor.messages.replication import (
     FetchPartition,
@@ -36,6 +34,7 @@ from kafkactor.messages.replication import (
     ProduceResponse,
 )
 from kafkactor.storage import Log, LogConfig, Record, build_batch, iter_batches
+from kafkactor.testing import Cluster
 
 WAIT_S = 5.0  # a generous bound for anything that must happen
 TOPIC = "events"

@@ -6,13 +6,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from kafkactor.actors import addresses
 from kafkactor.actors.broker import BrokerConfig
-from kafkactor.actors.client import Client
-from kafkactor.actors.cluster import Cluster
-from kafkactor.actors.producer import ProduceError
-from kafkactor.actors.replica_manager import ReplicaManagerConfig
+from kafkactor.actors.replication import ReplicaManagerConfig
+from kafkactor.actors.runtime import Client, addresses
+from kafkactor.clients import ProduceError
 from kafkactor.messages import ErrorCode
+from kafkactor.testing import Cluster
 from kafkactor.timer import ManualClock
 from tests.replication.support import (
     MIN_ISR_2,

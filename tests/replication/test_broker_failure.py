@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from kafkactor.actors import addresses
-from kafkactor.actors.cluster import Cluster
-from kafkactor.actors.producer import ProduceError
+from kafkactor.actors.runtime import addresses
+from kafkactor.clients import ProduceError
 from kafkactor.messages import ErrorCode
+from kafkactor.testing import Cluster
 from tests.replication.support import (
     MIN_ISR_2,
     TOPIC,

@@ -5,11 +5,10 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from kafkactor.actors import addresses
-from kafkactor.actors.client import Client
-from kafkactor.actors.cluster import Cluster
-from kafkactor.actors.consumer import Consumer, ConsumerRecord
+from kafkactor.actors.runtime import Client, addresses
+from kafkactor.clients import Consumer, ConsumerRecord
 from kafkactor.messages import ErrorCode
+from kafkactor.testing import Cluster
 from tests.replication.support import (
     MIN_ISR_2,
     TOPIC,

@@ -6,11 +6,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from kafkactor.actors import addresses
-from kafkactor.actors.client import Client
-from kafkactor.actors.cluster import Cluster
-from kafkactor.actors.consumer import OffsetOutOfRangeError
-from kafkactor.actors.producer import ProduceError
+from kafkactor.actors.runtime import Client, addresses
+from kafkactor.clients import OffsetOutOfRangeError, ProduceError
 from kafkactor.messages import ErrorCode, ErrorResponse
 from kafkactor.messages.replication import (
     LeaderAndIsr,
@@ -25,6 +22,7 @@ from kafkactor.messages.replication import (
     UpdateMetadataResponse,
 )
 from kafkactor.storage import LogConfig
+from kafkactor.testing import Cluster
 from tests.replication.support import (
     TOPIC,
     WAIT_S,

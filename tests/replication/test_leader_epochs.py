@@ -14,10 +14,8 @@ from dataclasses import replace
 
 import pytest
 
-from kafkactor.actors import addresses
-from kafkactor.actors.client import Client
-from kafkactor.actors.cluster import Cluster
-from kafkactor.actors.high_watermarks import REPLICATION_OFFSET_CHECKPOINT
+from kafkactor.actors.replication import REPLICATION_OFFSET_CHECKPOINT
+from kafkactor.actors.runtime import Client, addresses
 from kafkactor.messages import ErrorCode
 from kafkactor.messages.replication import (
     LeaderAndIsr,
@@ -26,6 +24,7 @@ from kafkactor.messages.replication import (
     UpdateMetadata,
 )
 from kafkactor.storage import LogConfig, iter_batches
+from kafkactor.testing import Cluster
 from tests.replication.support import (
     FAST,
     TOPIC,

@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from kafkactor.actors.broker import BrokerConfig
-from kafkactor.actors.cluster import Cluster
-from kafkactor.actors.high_watermarks import REPLICATION_OFFSET_CHECKPOINT
-from kafkactor.actors.replica_manager import ReplicaManagerConfig
+from kafkactor.actors.replication import REPLICATION_OFFSET_CHECKPOINT, ReplicaManagerConfig
 from kafkactor.storage import LogConfig, OffsetCheckpoint, TopicPartition
+from kafkactor.testing import Cluster
 from tests.replication.support import (
     MIN_ISR_2,
     TOPIC,

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafkactor.actors import addresses
-from kafkactor.actors.client import Client
-from kafkactor.actors.cluster import Cluster
+from kafkactor.actors.runtime import Client, addresses
 from kafkactor.messages.replication import FetchPartition, FetchRequest
+from kafkactor.testing import Cluster
 from tests.replication.support import (
     MIN_ISR_2,
     TOPIC,

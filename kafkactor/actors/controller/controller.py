@@ -1,0 +1,492 @@
+"""Kafka's controller as an actor: elected through ZooKeeper, it decides partition leadership."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Iterable
+from typing import Any
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.protocol.states import EventType
+
+from kafkactor.actors.controller import zk_data
+from kafkactor.actors.controller.state import ControllerState, LeadershipChange, PartitionLeadership
+from kafkactor.actors.controller.zk_session import ZooKeeperSession
+from kafkactor.actors.runtime import Directory, TracedActor, addresses, handles
+from kafkactor.messages import Response
+from kafkactor.messages.controller import (
+    BrokersChanged,
+    IsrChangeNotified,
+    StandForElection,
+    TopicsChanged,
+    ZooKeeperSessionLost,
+    ZooKeeperSessionStarted,
+)
+from kafkactor.messages.replication import (
+    LeaderAndIsr,
+    LeaderAndIsrResponse,
+    PartitionLeaderState,
+    UpdateMetadata,
+)
+from kafkactor.storage import LogConfig
+from kafkactor.timer import Clock
+
+WRITE_ATTEMPTS = 5  # versioned writes of a partition state retried after a conflict
+
+
+class ControllerFencedError(RuntimeError):
+    """Another controller with a newer epoch wrote the state this one was about to change."""
+
+
+class ControllerActor(TracedActor):
+    """Every broker runs one; the one that creates the ephemeral `/controller` is the controller.
+
+    - **Election.** It tries to create `/controller`; the winner increments `/controller_epoch`
+      with a versioned set (losing that race means another controller got in first: it
+      resigns). The others watch `/controller` and stand again when it goes away.
+    - **As controller** it watches `/brokers/ids` (broker failure and return), `/brokers/topics`
+      (topic creation) and `/isr_change_notification` (ISR changes leaders made). Every
+      decision (`ControllerState`) is written to the partition's state znode with a versioned
+      set, then sent as `LeaderAndIsr` to the live replicas and `UpdateMetadata` to every live
+      broker, all stamped with its controller epoch.
+    - **Fencing.** On losing its ZooKeeper session, or finding a newer controller epoch in a
+      znode it was about to write, it resigns and stops acting; brokers reject requests of
+      older epochs on their own.
+    - **Broker epochs (KIP-380).** A broker's epoch is the czxid of its registration. A
+      broker that registers again under the same id (restarted within its session timeout,
+      or after its session expired) is handled as a failure followed by a startup: it leaves
+      the ISRs, its leaderships move, and it is sent its LeaderAndIsr again. Every request
+      carries the recipient's epoch, so one meant for its earlier run is refused. A new
+      controller does not know the epochs its predecessor saw: it treats a replica whose
+      registration is newer than a partition's state znode (czxid > mzxid) as restarted.
+
+    ZooKeeper calls are synchronous and made on this actor's thread, as Kafka's controller
+    thread makes them. Watch callbacks run on the ZooKeeper client's event thread and only
+    tell this actor a message.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        directory: Directory,
+        clock: Clock,
+        broker: int,
+        *,
+        zk: ZooKeeperSession,
+    ) -> None:
+        super().__init__(address, directory, clock, broker)
+        self.broker_id = broker
+        self.zk = zk
+        self.epoch = 0
+        self.epoch_zk_version = -1
+        self.is_controller = False
+        self.state = ControllerState()
+        self._decided_at: dict[tuple[str, int], int] = {}  # state znode mzxid, at take-over
+        self._ids = itertools.count(1)
+
+    @property
+    def _zk(self) -> Any:
+        """The broker session's current client."""
+        return self.zk.client
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def on_start(self) -> None:
+        super().on_start()
+        self.actor_ref.tell(StandForElection())
+
+    def on_stop(self) -> None:
+        self.is_controller = False
+        super().on_stop()
+
+    def _tell_self(self, message: Any) -> None:
+        self.directory.tell(self.address, message)
+
+    # -- election ----------------------------------------------------------------------------------
+
+    @handles(StandForElection)
+    def _on_stand(self, _event: StandForElection) -> None:
+        if self.is_controller:
+            return
+        try:
+            self._zk.create(
+                zk_data.CONTROLLER,
+                zk_data.encode_controller(self.broker_id, self.clock.now_ms()),
+                ephemeral=True,
+            )
+        except NodeExistsError:
+            self._watch_controller()
+            return
+        try:
+            self._increment_epoch()
+        except (BadVersionError, NodeExistsError):
+            self.log_event("controller.resign", reason="lost the controller epoch race")
+            self._delete_own_controller_node()
+            self._watch_controller()
+            return
+        self.is_controller = True
+        self.log_event("controller.elected", controller=self.broker_id, epoch=self.epoch)
+        self._take_over()
+
+    def _watch_controller(self) -> None:
+        def gone(event: Any) -> None:
+            if _is_change(event):
+                self._tell_self(StandForElection())
+
+        if self._zk.exists(zk_data.CONTROLLER, watch=gone) is None:
+            self._tell_self(StandForElection())  # it went away before the watch was set
+
+    def _increment_epoch(self) -> None:
+        try:
+            data, stat = self._zk.get(zk_data.CONTROLLER_EPOCH)
+        except NoNodeError:
+            self._zk.create(zk_data.CONTROLLER_EPOCH, zk_data.encode_controller_epoch(1))
+            self.epoch, self.epoch_zk_version = 1, 0
+            return
+        epoch = zk_data.decode_controller_epoch(data) + 1
+        written = self._zk.set(
+            zk_data.CONTROLLER_EPOCH,
+            zk_data.encode_controller_epoch(epoch),
+            version=stat.version,
+        )
+        self.epoch, self.epoch_zk_version = epoch, written.version
+
+    def _delete_own_controller_node(self) -> None:
+        try:
+            data, _ = self._zk.get(zk_data.CONTROLLER)
+            if zk_data.decode_controller(data) == self.broker_id:
+                self._zk.delete(zk_data.CONTROLLER)
+        except (NoNodeError, zk_data.MalformedZnodeError):
+            pass
+
+    def _resign(self, reason: str) -> None:
+        if not self.is_controller:
+            return
+        self.is_controller = False
+        self.state = ControllerState()
+        self.log_event(
+            "controller.resign", controller=self.broker_id, epoch=self.epoch, reason=reason
+        )
+
+    @handles(ZooKeeperSessionLost)
+    def _on_session_lost(self, _event: ZooKeeperSessionLost) -> None:
+        self._resign("ZooKeeper session lost")
+
+    @handles(ZooKeeperSessionStarted)
+    def _on_session_started(self, _event: ZooKeeperSessionStarted) -> None:
+        self._on_stand(StandForElection())
+
+    # -- taking over -------------------------------------------------------------------------------
+
+    def _take_over(self) -> None:
+        """Kafka's onControllerFailover: read everything, then make every partition right."""
+        self.state = ControllerState()
+        self._zk.ensure_path(zk_data.BROKER_TOPICS)
+        self._zk.ensure_path(zk_data.BROKER_IDS)
+        self._zk.ensure_path(zk_data.ISR_CHANGE_NOTIFICATION)
+        self._decided_at = {}
+        self._load_topics(self._watch_children(zk_data.BROKER_TOPICS, TopicsChanged()))
+        epochs = self._live_broker_epochs()
+        self.state.broker_epochs = dict(epochs)
+        self.state.live_brokers = set(epochs)
+        restarted = []
+        for key, decided_at in sorted(self._decided_at.items()):
+            after = {b for b, epoch in epochs.items() if epoch > decided_at}
+            change = self.state.replicas_restarted(key, after) if after else None
+            if change is not None:
+                restarted.append(change)
+        self._decided_at = {}
+        self._apply(restarted)
+        self._apply(self.state.brokers_changed(epochs))
+        # the new controller tells every live broker everything, in its own epoch
+        self._send_leader_and_isr(self.state.partitions.values())
+        self._send_update_metadata()
+        self._on_isr_change(IsrChangeNotified())
+
+    def _watch_children(self, path: str, event: Any) -> list[str]:
+        def changed(watched: Any) -> None:
+            if _is_change(watched):
+                self._tell_self(event)
+
+        children: list[str] = self._zk.get_children(path, watch=changed)
+        return children
+
+    def _live_broker_epochs(self) -> dict[int, int]:
+        """The registered brokers and their epochs (the czxid of `/brokers/ids/<id>`)."""
+        epochs = {}
+        for child in self._watch_children(zk_data.BROKER_IDS, BrokersChanged()):
+            if not child.isdigit():
+                continue
+            stat = self._zk.exists(zk_data.broker_path(int(child)))
+            if stat is not None:  # gone since the listing: not live
+                epochs[int(child)] = int(stat.czxid)
+        return dict(sorted(epochs.items()))
+
+    def _load_topics(self, topics: Iterable[str]) -> list[LeadershipChange]:
+        """Read new topics; partitions without a state znode are new and get leaders."""
+        changes: list[LeadershipChange] = []
+        known = {topic for topic, _ in self.state.partitions}
+        for topic in sorted(set(topics) - known):
+            try:
+                data, _ = self._zk.get(zk_data.topic_path(topic))
+                assignment = zk_data.decode_assignment(topic, data)
+                unclean = self._topic_config(topic).unclean_leader_election_enable
+            except (NoNodeError, zk_data.MalformedZnodeError) as error:
+                self.log_event("controller.bad_topic", topic=topic, error=str(error))
+                continue
+            fresh = {}
+            for partition, replicas in assignment.items():
+                path = zk_data.partition_state_path(topic, partition)
+                try:
+                    state_data, stat = self._zk.get(path)
+                except NoNodeError:
+                    fresh[partition] = replicas
+                    continue
+                try:
+                    found = zk_data.LeaderIsrState.decode(topic, partition, state_data)
+                except zk_data.MalformedZnodeError as error:
+                    # Kafka would stop here; we leave that partition alone and go on
+                    self.log_event("controller.bad_partition_state", path=path, error=str(error))
+                    continue
+                self._decided_at[(topic, partition)] = int(stat.mzxid)
+                self.state.load(
+                    PartitionLeadership(
+                        topic=topic,
+                        partition=partition,
+                        replicas=replicas,
+                        leader=found.leader,
+                        leader_epoch=found.leader_epoch,
+                        isr=found.isr,
+                        zk_version=stat.version,
+                    ),
+                    unclean=unclean,
+                )
+            changes += self.state.add_topic(topic, fresh, unclean=unclean)
+        return changes
+
+    def _topic_config(self, topic: str) -> LogConfig:
+        try:
+            data, _ = self._zk.get(zk_data.topic_config_path(topic))
+        except NoNodeError:
+            return LogConfig()
+        return zk_data.decode_topic_config(topic, data)
+
+    # -- events ------------------------------------------------------------------------------------
+
+    @handles(BrokersChanged)
+    def _on_brokers_changed(self, _event: BrokersChanged) -> None:
+        if not self.is_controller:
+            return
+        before = set(self.state.live_brokers)
+        epochs = self._live_broker_epochs()
+        live = list(epochs)
+        bounced = sorted(self.state.bounced(epochs))
+        joined = sorted(set(live) - before)
+        left = sorted(before - set(live))
+        self.log_event(
+            "controller.brokers_changed", live=live, joined=joined, left=left, bounced=bounced
+        )
+        if bounced:  # Kafka's onBrokerFailure for them first, then onBrokerStartup
+            self._apply(self.state.brokers_changed(set(live) - set(bounced)))
+        self.state.broker_epochs = dict(epochs)
+        self._apply(self.state.brokers_changed(live))
+        starting = set(joined) | set(bounced)
+        if starting:  # a returning broker learns its replicas' state
+            self._send_leader_and_isr(
+                [p for b in sorted(starting) for p in self.state.partitions_of(b)], only=starting
+            )
+        self._send_update_metadata()
+
+    @handles(TopicsChanged)
+    def _on_topics_changed(self, _event: TopicsChanged) -> None:
+        if not self.is_controller:
+            return
+        changes = self._load_topics(self._watch_children(zk_data.BROKER_TOPICS, TopicsChanged()))
+        self._apply(changes)
+        self._send_update_metadata()
+
+    @handles(IsrChangeNotified)
+    def _on_isr_change(self, _event: IsrChangeNotified) -> None:
+        if not self.is_controller:
+            return
+        notifications = self._watch_children(zk_data.ISR_CHANGE_NOTIFICATION, IsrChangeNotified())
+        changed: set[tuple[str, int]] = set()
+        for name in sorted(notifications):
+            path = f"{zk_data.ISR_CHANGE_NOTIFICATION}/{name}"
+            try:
+                data, _ = self._zk.get(path)
+                changed.update(zk_data.decode_isr_change(path, data))
+            except (NoNodeError, zk_data.MalformedZnodeError) as error:
+                self.log_event("controller.bad_isr_notification", path=path, error=str(error))
+            with contextlib.suppress(NoNodeError):
+                self._zk.delete(path)
+        for topic, partition in sorted(changed):
+            try:
+                data, stat = self._zk.get(zk_data.partition_state_path(topic, partition))
+            except NoNodeError:
+                continue
+            found = zk_data.LeaderIsrState.decode(topic, partition, data)
+            self.state.isr_changed(
+                (topic, partition),
+                leader=found.leader,
+                leader_epoch=found.leader_epoch,
+                isr=found.isr,
+                zk_version=stat.version,
+            )
+        if changed:
+            self._send_update_metadata()
+
+    @handles(LeaderAndIsrResponse)
+    def _on_leader_and_isr_response(self, response: LeaderAndIsrResponse) -> None:
+        if response.error_code:
+            self.log_event(
+                "controller.request_refused",
+                error=response.error_code.name,
+                error_code=int(response.error_code),
+            )
+
+    @handles(Response)
+    def _on_response(self, _response: Response) -> None:
+        """UpdateMetadata answers and undeliverable requests (a dead broker): nothing to do."""
+
+    # -- writing decisions -------------------------------------------------------------------------
+
+    def _apply(self, changes: list[LeadershipChange]) -> None:
+        """Write each change to its state znode, then tell the replicas."""
+        written = []
+        for change in changes:
+            try:
+                written.append(self._write(change))
+            except ControllerFencedError as fenced:
+                self._resign(str(fenced))
+                return
+        for change in changes:
+            self.log_event(
+                "controller.leader_elected"
+                if change.before is None or change.before.leader != change.after.leader
+                else "controller.isr_changed",
+                topic=change.after.topic,
+                partition=change.after.partition,
+                leader=change.after.leader,
+                leader_epoch=change.after.leader_epoch,
+                isr=list(change.after.isr),
+                previous_leader=change.before.leader if change.before else None,
+                reason=change.reason,
+                unclean=change.unclean,
+                controller_epoch=self.epoch,
+            )
+        self._send_leader_and_isr(written)
+
+    def _write(self, change: LeadershipChange) -> PartitionLeadership:
+        """Write a decision with a versioned set (a create for a new partition).
+
+        When the znode changed under us (a leader updated the ISR), its content is taken as the
+        new starting point and the decision made again; a newer controller epoch there means
+        this controller is fenced.
+        """
+        state = change.after
+        path = zk_data.partition_state_path(state.topic, state.partition)
+        create = change.before is None
+        for _ in range(WRITE_ATTEMPTS):
+            data = zk_data.LeaderIsrState(
+                leader=state.leader,
+                leader_epoch=state.leader_epoch,
+                isr=state.isr,
+                controller_epoch=self.epoch,
+            ).encode()
+            try:
+                if create:
+                    self._zk.create(path, data, makepath=True)
+                    return self.state.written(state, 0)
+                stat = self._zk.set(path, data, version=state.zk_version)
+                return self.state.written(state, stat.version)
+            except (NodeExistsError, BadVersionError):
+                create = False
+                current, stat = self._zk.get(path)
+                found = zk_data.LeaderIsrState.decode(state.topic, state.partition, current)
+                if found.controller_epoch > self.epoch:
+                    raise ControllerFencedError(
+                        f"{path} was written by controller epoch {found.controller_epoch}"
+                    ) from None
+                self.state.isr_changed(
+                    state.key,
+                    leader=found.leader,
+                    leader_epoch=found.leader_epoch,
+                    isr=found.isr,
+                    zk_version=stat.version,
+                )
+                again = self.state.reconsider(state.key)
+                if again is None:
+                    return self.state.partitions[state.key]
+                state = again.after
+        raise ControllerFencedError(f"{path} kept changing under controller epoch {self.epoch}")
+
+    # -- requests to brokers -----------------------------------------------------------------------
+
+    def _leader_state(self, p: PartitionLeadership) -> PartitionLeaderState:
+        return PartitionLeaderState(
+            topic=p.topic,
+            partition=p.partition,
+            controller_epoch=self.epoch,
+            leader=p.leader,
+            leader_epoch=p.leader_epoch,
+            isr=p.isr,
+            replicas=p.replicas,
+            zk_version=p.zk_version,
+        )
+
+    def _send_leader_and_isr(
+        self, partitions: Iterable[PartitionLeadership], only: set[int] | None = None
+    ) -> None:
+        by_broker: dict[int, list[PartitionLeaderState]] = {}
+        for p in partitions:
+            for replica in p.replicas:
+                if replica in self.state.live_brokers and (only is None or replica in only):
+                    by_broker.setdefault(replica, []).append(self._leader_state(p))
+        for broker, states in sorted(by_broker.items()):
+            self.send(
+                addresses.replica_manager(broker),
+                LeaderAndIsr(
+                    reply_to=self.address,
+                    correlation_id=next(self._ids),
+                    controller_id=self.broker_id,
+                    controller_epoch=self.epoch,
+                    broker_epoch=self.state.broker_epochs.get(broker, -1),
+                    partition_states=tuple(states),
+                ),
+            )
+
+    def _send_update_metadata(self) -> None:
+        live = tuple(sorted(self.state.live_brokers))
+        states = tuple(self._leader_state(p) for p in self.state.partitions.values())
+        for broker in live:
+            self.send(
+                addresses.replica_manager(broker),
+                UpdateMetadata(
+                    reply_to=self.address,
+                    correlation_id=next(self._ids),
+                    controller_id=self.broker_id,
+                    controller_epoch=self.epoch,
+                    broker_epoch=self.state.broker_epochs.get(broker, -1),
+                    partition_states=states,
+                    live_brokers=live,
+                ),
+            )
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "broker": self.broker_id,
+            "is_controller": self.is_controller,
+            "epoch": self.epoch,
+            "live_brokers": sorted(self.state.live_brokers),
+        }
+
+
+_CHANGES = frozenset({EventType.CREATED, EventType.DELETED, EventType.CHANGED, EventType.CHILD})
+
+
+def _is_change(event: Any) -> bool:
+    """A real change of a znode, not the NONE event a client gives its watchers when its
+    connection drops (that one says nothing about ZooKeeper's data)."""
+    return getattr(event, "type", None) in _CHANGES

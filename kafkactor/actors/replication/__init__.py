@@ -1,0 +1,53 @@
+"""The replication data path: Kafka's ReplicaManager, Partition, ReplicaFetcher and delayed ops.
+
+`PartitionState` is the pure core of one replica (leader, ISR, log end offsets, high
+watermark); a `PartitionActor` owns it and the replica's log. The `ReplicaManagerActor` is a
+broker's front door for produce, fetch and the controller's requests; `ReplicaFetcherActor`
+copies a leader's logs to a follower; `DelayedProduce` and `DelayedFetch` wait in the
+`ReplicaPurgatoryActor`s."""
+
+from kafkactor.actors.replication import request_log
+from kafkactor.actors.replication.config import VALID_ACKS, ReplicaManagerConfig
+from kafkactor.actors.replication.delayed_fetch import DelayedFetch
+from kafkactor.actors.replication.delayed_produce import (
+    DelayedProduce,
+    check_enough_replicas_reach_offset,
+)
+from kafkactor.actors.replication.epoch_truncation import TruncationPoint, truncation_point
+from kafkactor.actors.replication.high_watermarks import (
+    REPLICATION_OFFSET_CHECKPOINT,
+    HighWatermarks,
+)
+from kafkactor.actors.replication.partition import (
+    UNKNOWN_OFFSET,
+    FollowerFetchOutcome,
+    FollowerProgress,
+    PartitionState,
+)
+from kafkactor.actors.replication.partition_actor import PartitionActor, storage_error_code
+from kafkactor.actors.replication.replica_fetcher import FetchState, ReplicaFetcherActor
+from kafkactor.actors.replication.replica_manager import ReplicaManagerActor
+from kafkactor.actors.replication.replica_purgatory import ReplicaPurgatoryActor
+
+__all__ = [
+    "REPLICATION_OFFSET_CHECKPOINT",
+    "UNKNOWN_OFFSET",
+    "VALID_ACKS",
+    "DelayedFetch",
+    "DelayedProduce",
+    "FetchState",
+    "FollowerFetchOutcome",
+    "FollowerProgress",
+    "HighWatermarks",
+    "PartitionActor",
+    "PartitionState",
+    "ReplicaFetcherActor",
+    "ReplicaManagerActor",
+    "ReplicaManagerConfig",
+    "ReplicaPurgatoryActor",
+    "TruncationPoint",
+    "check_enough_replicas_reach_offset",
+    "request_log",
+    "storage_error_code",
+    "truncation_point",
+]

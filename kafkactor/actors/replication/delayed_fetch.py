@@ -1,0 +1,167 @@
+"""Kafka's DelayedFetch: a fetch waiting for enough bytes, or for its max wait to pass."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from kafkactor.actors.purgatory import PurgatoryActor, RequestOperation
+from kafkactor.actors.replication.request_log import log_fetch_response
+from kafkactor.messages import ErrorCode
+from kafkactor.messages.purgatory import DelayOperation
+from kafkactor.messages.replication import (
+    CONSUMER_REPLICA_ID,
+    FetchPartition,
+    FetchPartitionData,
+    FetchResponse,
+    FetchSpec,
+    OffsetPosition,
+    PartitionSnapshot,
+    partition_key,
+)
+from kafkactor.storage import Log, LogClosedError, OffsetOutOfRangeError, StorageError
+
+
+class DelayedFetch(RequestOperation):
+    """Kafka's DelayedFetch: a fetch waiting for `min_bytes` or its max wait.
+
+    Completes at once when a partition is unknown or no longer led here (cases A and B), when
+    a fetch offset and the readable end are on different segments (case C), or once the bytes
+    between the fetch offsets and the readable ends (each capped at its partition's fetch
+    size) reach `min_bytes` (case D). Consumers read up to the high watermark, followers up
+    to the log end. On completion, whatever is there is read and returned.
+    """
+
+    def __init__(self, actor: PurgatoryActor, request: DelayOperation) -> None:
+        super().__init__(actor, request)
+        spec = request.operation
+        assert isinstance(spec, FetchSpec)
+        self.spec = spec
+        self.snapshots: dict[str, PartitionSnapshot] = getattr(actor, "snapshots", {})
+        self.logs: Mapping[str, Log] = getattr(actor, "logs", {})
+        self.from_consumer = spec.replica_id == CONSUMER_REPLICA_ID
+        self.keys = [partition_key(p.topic, p.partition) for p in spec.partitions]
+        self._fetch_positions: dict[str, OffsetPosition] = {}
+
+    def _readable_end(self, snapshot: PartitionSnapshot) -> OffsetPosition:
+        return snapshot.high_watermark if self.from_consumer else snapshot.log_end
+
+    def try_complete(self) -> bool:
+        accumulated = 0
+        for key, wanted in zip(self.keys, self.spec.partitions, strict=True):
+            snapshot = self.snapshots.get(key)
+            if snapshot is None or not snapshot.exists or not snapshot.is_leader:
+                return self.force_complete()  # cases A and B
+            end = self._readable_end(snapshot)
+            offset = wanted.fetch_offset
+            if offset > snapshot.log_end.offset or offset < snapshot.log_start_offset:
+                return self.force_complete()  # out of range: answer with the error now
+            if offset >= end.offset:
+                continue
+            position = self._fetch_position(key, offset)
+            if position is None:
+                return self.force_complete()
+            if position.segment_base_offset != end.segment_base_offset:
+                return self.force_complete()  # case C
+            accumulated += min(end.position - position.position, wanted.max_bytes)
+        if accumulated >= self.spec.min_bytes:
+            return self.force_complete()  # case D
+        return False
+
+    def _fetch_position(self, key: str, offset: int) -> OffsetPosition | None:
+        position = self._fetch_positions.get(key)
+        if position is not None:
+            return position
+        log = self.logs.get(key)
+        if log is None:
+            return None
+        try:
+            metadata = log.offset_metadata(offset)
+        except StorageError:
+            return None
+        position = OffsetPosition(
+            offset=metadata.offset,
+            segment_base_offset=metadata.segment_base_offset,
+            position=metadata.position,
+        )
+        self._fetch_positions[key] = position
+        return position
+
+    def on_complete(self) -> None:
+        partitions = tuple(
+            self._read(key, wanted)
+            for key, wanted in zip(self.keys, self.spec.partitions, strict=True)
+        )
+        self._log_response(partitions)
+        self.respond(
+            FetchResponse(correlation_id=self.request.correlation_id, partitions=partitions)
+        )
+
+    def on_abort(self, error_code: ErrorCode) -> None:
+        self._log_response(
+            [
+                FetchPartitionData(topic=p.topic, partition=p.partition, error_code=error_code)
+                for p in self.spec.partitions
+            ]
+        )
+
+    def _log_response(self, partitions: Sequence[FetchPartitionData]) -> None:
+        log_fetch_response(
+            self.actor,
+            replica_id=self.spec.replica_id,
+            correlation_id=self.request.correlation_id,
+            partitions=partitions,
+            received_ms=self.spec.received_ms,
+            waited=self.deadline_ms >= 0,
+            expired=self.expired,
+            trace=self.trace,
+        )
+
+    def _read(self, key: str, wanted: FetchPartition) -> FetchPartitionData:
+        snapshot = self.snapshots.get(key)
+        log = self.logs.get(key)
+
+        def failed(error: ErrorCode) -> FetchPartitionData:
+            return FetchPartitionData(
+                topic=wanted.topic,
+                partition=wanted.partition,
+                error_code=error,
+                high_watermark=snapshot.high_watermark.offset if snapshot else -1,
+                log_end_offset=snapshot.log_end.offset if snapshot else -1,
+                log_start_offset=snapshot.log_start_offset if snapshot else -1,
+            )
+
+        if snapshot is None or not snapshot.exists or log is None:
+            return failed(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if not snapshot.is_leader:
+            return failed(ErrorCode.NOT_LEADER_FOR_PARTITION)
+        max_offset = snapshot.high_watermark.offset if self.from_consumer else None
+        try:
+            if max_offset is not None and wanted.fetch_offset >= max_offset:
+                if wanted.fetch_offset > log.log_end_offset:
+                    raise OffsetOutOfRangeError(
+                        wanted.fetch_offset, log.log_start_offset, log.log_end_offset
+                    )
+                records = b""
+            else:
+                records = log.read(wanted.fetch_offset, wanted.max_bytes, max_offset).records
+        except OffsetOutOfRangeError as error:
+            # the log's own bounds, not the snapshot's: retention may have moved the start since
+            return replace(
+                failed(ErrorCode.OFFSET_OUT_OF_RANGE),
+                log_start_offset=error.log_start_offset,
+                log_end_offset=error.log_end_offset,
+            )
+        except LogClosedError:
+            return failed(ErrorCode.NOT_LEADER_FOR_PARTITION)
+        except StorageError:
+            return failed(ErrorCode.KAFKA_STORAGE_ERROR)
+        return FetchPartitionData(
+            topic=wanted.topic,
+            partition=wanted.partition,
+            error_code=ErrorCode.NONE,
+            high_watermark=snapshot.high_watermark.offset,
+            log_end_offset=snapshot.log_end.offset,
+            log_start_offset=snapshot.log_start_offset,
+            records=records,
+        )

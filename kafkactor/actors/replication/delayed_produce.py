@@ -1,0 +1,113 @@
+"""Kafka's DelayedProduce: an acks=all produce waiting for the ISR to reach its offsets."""
+
+from __future__ import annotations
+
+from kafkactor.actors.purgatory import PurgatoryActor, RequestOperation
+from kafkactor.actors.replication.request_log import log_produce_response
+from kafkactor.messages import ErrorCode
+from kafkactor.messages.purgatory import DelayOperation
+from kafkactor.messages.replication import (
+    PartitionSnapshot,
+    ProducePartitionResult,
+    ProducePartitionStatus,
+    ProduceResponse,
+    ProduceSpec,
+    partition_key,
+)
+
+
+def check_enough_replicas_reach_offset(
+    snapshot: PartitionSnapshot | None, required_offset: int
+) -> tuple[bool, ErrorCode]:
+    """Kafka's `Partition.checkEnoughReplicasReachOffset`, judged from a snapshot.
+
+    (done, error): done with NONE once the HW passed `required_offset` with at least
+    `min.insync.replicas` in the ISR, with NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank
+    below that meanwhile; done with an error when the replica is gone or no longer leads.
+    """
+    if snapshot is None or not snapshot.exists:
+        return True, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if not snapshot.is_leader:
+        return True, ErrorCode.NOT_LEADER_FOR_PARTITION
+    if snapshot.high_watermark.offset >= required_offset:
+        if len(snapshot.isr) >= snapshot.min_insync_replicas:
+            return True, ErrorCode.NONE
+        return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    return False, ErrorCode.NONE
+
+
+class DelayedProduce(RequestOperation):
+    """Kafka's DelayedProduce: an acks=-1 produce waiting for the ISR to reach its offsets.
+
+    Completes when every partition either reached its required offset (HW past the last
+    appended offset) or failed (not leader, unknown partition, ISR below min.insync.replicas
+    after the append); partitions still waiting at the timeout get REQUEST_TIMED_OUT.
+    """
+
+    def __init__(self, actor: PurgatoryActor, request: DelayOperation) -> None:
+        super().__init__(actor, request)
+        spec = request.operation
+        assert isinstance(spec, ProduceSpec)
+        self.spec = spec
+        self.snapshots: dict[str, PartitionSnapshot] = getattr(actor, "snapshots", {})
+        self.errors: dict[str, ErrorCode] = {}
+        self.pending: dict[str, ProducePartitionStatus] = {}
+        for status in spec.partitions:
+            key = partition_key(status.topic, status.partition)
+            if status.error_code is ErrorCode.NONE:
+                self.pending[key] = status
+            else:
+                self.errors[key] = status.error_code
+
+    def try_complete(self) -> bool:
+        pending = self.pending
+        snapshots = self.snapshots
+        for key in list(pending):
+            done, error = check_enough_replicas_reach_offset(
+                snapshots.get(key), pending[key].required_offset
+            )
+            if done:
+                del pending[key]
+                self.errors[key] = error
+        if pending:
+            return False
+        return self.force_complete()
+
+    def on_complete(self) -> None:
+        results = []
+        for status in self.spec.partitions:
+            key = partition_key(status.topic, status.partition)
+            error = self.errors.get(key, ErrorCode.REQUEST_TIMED_OUT)
+            results.append(
+                ProducePartitionResult(
+                    topic=status.topic,
+                    partition=status.partition,
+                    error_code=error,
+                    base_offset=status.base_offset if error is ErrorCode.NONE else -1,
+                    log_append_time_ms=-1,
+                )
+            )
+        self._log_response(results)
+        self.respond(
+            ProduceResponse(correlation_id=self.request.correlation_id, partitions=tuple(results))
+        )
+
+    def on_abort(self, error_code: ErrorCode) -> None:
+        self._log_response(
+            [
+                ProducePartitionResult(topic=s.topic, partition=s.partition, error_code=error_code)
+                for s in self.spec.partitions
+            ]
+        )
+
+    def _log_response(self, results: list[ProducePartitionResult]) -> None:
+        log_produce_response(
+            self.actor,
+            acks=-1,
+            correlation_id=self.request.correlation_id,
+            results=results,
+            received_ms=self.spec.received_ms,
+            waited=self.deadline_ms >= 0,
+            expired=self.expired,
+            trace=self.trace,
+        )

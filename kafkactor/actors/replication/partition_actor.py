@@ -1,0 +1,600 @@
+"""The actor of one partition replica: it alone writes the replica's log."""
+
+from __future__ import annotations
+
+import contextlib
+
+from kazoo.exceptions import BadVersionError, NoNodeError
+
+from kafkactor import tracing
+from kafkactor.actors.controller import ZooKeeperSession, zk_data
+from kafkactor.actors.replication.epoch_truncation import truncation_point
+from kafkactor.actors.replication.high_watermarks import HighWatermarks
+from kafkactor.actors.replication.partition import PartitionState
+from kafkactor.actors.runtime import Directory, TracedActor, handles
+from kafkactor.messages import ErrorCode
+from kafkactor.messages.replication import (
+    AppendAsFollower,
+    AppendRecords,
+    AppendResult,
+    BecomeLeaderOrFollower,
+    DescribePartition,
+    EpochEndOffset,
+    FollowerAppended,
+    FollowerFetchPosition,
+    FollowerTruncated,
+    HighWatermarkAdvanced,
+    LeadershipChanged,
+    LogEndOffsetAdvanced,
+    MaybeShrinkIsr,
+    OffsetPosition,
+    PartitionDescription,
+    PartitionSnapshot,
+    PartitionStateApplied,
+    StopPartition,
+    TruncateFollower,
+    partition_key,
+)
+from kafkactor.storage import (
+    CorruptRecordError,
+    InvalidAppendOffsetError,
+    Log,
+    LogClosedError,
+    RecordTooLargeError,
+    StorageError,
+    UnsupportedCompressionError,
+)
+from kafkactor.storage.checkpoint import TopicPartition
+from kafkactor.storage.log_info import LogOffsetMetadata
+from kafkactor.timer import Clock
+
+
+def storage_error_code(error: Exception) -> ErrorCode:
+    """The Kafka error code a producer or follower sees for a failed append."""
+    if isinstance(error, RecordTooLargeError):
+        return ErrorCode.MESSAGE_TOO_LARGE
+    if isinstance(error, CorruptRecordError | UnsupportedCompressionError | ValueError):
+        return ErrorCode.CORRUPT_MESSAGE
+    if isinstance(error, LogClosedError):
+        return ErrorCode.NOT_LEADER_FOR_PARTITION
+    if isinstance(error, InvalidAppendOffsetError):
+        return ErrorCode.OFFSET_OUT_OF_RANGE
+    return ErrorCode.KAFKA_STORAGE_ERROR
+
+
+def _position(metadata: LogOffsetMetadata) -> OffsetPosition:
+    return OffsetPosition(
+        offset=metadata.offset,
+        segment_base_offset=metadata.segment_base_offset,
+        position=metadata.position,
+    )
+
+
+class PartitionActor(TracedActor):
+    """Kafka's `Partition` for one replica on one broker, as an actor that owns its `Log`.
+
+    As leader it appends producer batches (refusing acks=-1 when the ISR is smaller than
+    `min.insync.replicas`), learns each follower's log end from its fetches, advances the high
+    watermark and shrinks or expands the ISR (`PartitionState` decides). As follower it appends
+    what its fetcher brings and follows the leader's HW. After every change it publishes an
+    immutable snapshot (`LogEndOffsetAdvanced`, `HighWatermarkAdvanced`, `LeadershipChanged`)
+    to its broker's produce and fetch purgatories, before it answers the request that caused
+    the change, so whoever acts on the answer finds the purgatories already up to date.
+
+    Followers publish only leadership changes: nothing waits in a purgatory for a partition
+    its broker does not lead. Reads do not pass through this actor: a `Log` is thread-safe, and
+    the fetch purgatory reads it directly, as Kafka's request handler threads do.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        directory: Directory,
+        clock: Clock,
+        broker: int,
+        *,
+        log: Log,
+        state: PartitionState,
+        produce_purgatory: str,
+        fetch_purgatory: str,
+        high_watermarks: HighWatermarks | None = None,
+        zk: ZooKeeperSession | None = None,
+    ) -> None:
+        super().__init__(address, directory, clock, broker)
+        self.zk = zk  # the broker's ZooKeeper session; None: no ZooKeeper
+        if zk is not None:
+            state.isr_guard = self._write_isr
+        self.log = log
+        self.state = state
+        self.key = partition_key(state.topic, state.partition)
+        self.tp = TopicPartition(state.topic, state.partition)
+        self.produce_purgatory = produce_purgatory
+        self.fetch_purgatory = fetch_purgatory
+        self.high_watermarks = high_watermarks
+        self._hw_position: OffsetPosition | None = None
+        self._stopped = False
+        if high_watermarks is not None:
+            high_watermarks.update(self.tp, state.high_watermark)
+
+    # -- leader: appends and follower positions -----------------------------------------------
+
+    @handles(AppendRecords)
+    def _on_append(self, request: AppendRecords) -> None:
+        state = self.state
+        error = (
+            state.append_error(request.acks)
+            if not self._stopped
+            else (ErrorCode.NOT_LEADER_FOR_PARTITION)
+        )
+        if error is not ErrorCode.NONE:
+            self.reply(request, self._append_failed(request, error, ""))
+            return
+        previous_log_end = self.log.log_end_offset
+        try:
+            info = self.log.append_as_leader(request.records, state.leader_epoch)
+        except (StorageError, ValueError) as failure:
+            self.reply(
+                request, self._append_failed(request, storage_error_code(failure), str(failure))
+            )
+            return
+        log_end = info.last_offset + 1
+        hw_moved = state.maybe_increment_high_watermark(log_end)
+        self._publish(LogEndOffsetAdvanced, hw_moved=hw_moved)
+        if tracing.is_enabled():
+            self.log_event(
+                "partition.append",
+                topic=state.topic,
+                partition=state.partition,
+                first_offset=info.first_offset,
+                last_offset=info.last_offset,
+                records=info.record_count,
+                bytes=info.size_in_bytes,
+                log_end_offset=log_end,
+                high_watermark=state.high_watermark,
+            )
+            self._log_leo_advance("leader", previous_log_end, log_end)
+        self.reply(
+            request,
+            AppendResult(
+                topic=state.topic,
+                partition=state.partition,
+                first_offset=info.first_offset,
+                last_offset=info.last_offset,
+                append_time_ms=self.clock.now_ms(),
+            ),
+        )
+
+    def _log_leo_advance(self, role: str, previous: int, log_end: int) -> None:
+        if log_end > previous:
+            self.log_event(
+                "partition.leo_advance",
+                topic=self.state.topic,
+                partition=self.state.partition,
+                role=role,
+                log_end_offset=log_end,
+                previous_log_end_offset=previous,
+            )
+
+    def _append_failed(self, request: AppendRecords, error: ErrorCode, reason: str) -> AppendResult:
+        if tracing.is_enabled():
+            self.log_event(
+                "partition.append_failed",
+                topic=self.state.topic,
+                partition=self.state.partition,
+                error_code=int(error),
+                error=error.name,
+                reason=reason,
+            )
+        return AppendResult(
+            topic=request.topic, partition=request.partition, error_code=error, message=reason
+        )
+
+    @handles(FollowerFetchPosition)
+    def _on_follower_position(self, event: FollowerFetchPosition) -> None:
+        state = self.state
+        if self._stopped or not state.is_leader:
+            return
+        isr_before = state.isr
+        outcome = state.update_follower(
+            event.replica_id, event.fetch_offset, self.log.log_end_offset, self.clock.now_ms()
+        )
+        if outcome.isr_shrunk:
+            self.log_event(
+                "partition.isr_shrink",
+                topic=state.topic,
+                partition=state.partition,
+                removed=[event.replica_id],
+                isr_before=list(isr_before),
+                isr=list(state.isr),
+                high_watermark=state.high_watermark,
+                reason="fetched below the high watermark: it lost acknowledged records",
+            )
+            self._publish(HighWatermarkAdvanced, hw_moved=False)
+            return
+        if outcome.isr_expanded and tracing.is_enabled():
+            self.log_event(
+                "partition.isr_expand",
+                topic=state.topic,
+                partition=state.partition,
+                replica=event.replica_id,
+                isr_before=list(isr_before),
+                isr=list(state.isr),
+                high_watermark=state.high_watermark,
+            )
+        if outcome.high_watermark_advanced or outcome.isr_expanded:
+            self._publish(HighWatermarkAdvanced, hw_moved=outcome.high_watermark_advanced)
+
+    @handles(MaybeShrinkIsr)
+    def _on_maybe_shrink_isr(self, _event: MaybeShrinkIsr) -> None:
+        state = self.state
+        if self._stopped or not state.is_leader:
+            return
+        isr_before = state.isr
+        hw_before = state.high_watermark
+        removed = state.maybe_shrink_isr(self.clock.now_ms(), self.log.log_end_offset)
+        if not removed:
+            return
+        if tracing.is_enabled():
+            self.log_event(
+                "partition.isr_shrink",
+                topic=state.topic,
+                partition=state.partition,
+                removed=list(removed),
+                isr_before=list(isr_before),
+                isr=list(state.isr),
+                high_watermark=state.high_watermark,
+            )
+        self._publish(HighWatermarkAdvanced, hw_moved=state.high_watermark != hw_before)
+
+    # -- follower: appends from the fetcher ----------------------------------------------------
+
+    @handles(AppendAsFollower)
+    def _on_append_as_follower(self, request: AppendAsFollower) -> None:
+        state = self.state
+        if self._stopped or not state.follows_epoch(request.leader_epoch):
+            self.reply(
+                request,
+                FollowerAppended(
+                    topic=state.topic,
+                    partition=state.partition,
+                    error_code=ErrorCode.NOT_LEADER_FOR_PARTITION,
+                    message=self._not_following(request.leader_epoch),
+                    log_end_offset=self.log.log_end_offset,
+                    latest_epoch=self.log.latest_epoch,
+                ),
+            )
+            return
+        error, reason = ErrorCode.NONE, ""
+        previous_log_end = self.log.log_end_offset
+        try:
+            if request.records:
+                self.log.append_as_follower(request.records)
+        except (StorageError, ValueError) as failure:
+            error, reason = storage_error_code(failure), str(failure)
+        log_end = self.log.log_end_offset
+        if state.update_follower_high_watermark(request.leader_high_watermark, log_end):
+            self._hw_position = None
+            self._record_high_watermark()
+        if tracing.is_enabled() and request.records and error is ErrorCode.NONE:
+            self.log_event(
+                "partition.follower_append",
+                topic=state.topic,
+                partition=state.partition,
+                log_end_offset=log_end,
+                high_watermark=state.high_watermark,
+                bytes=len(request.records),
+            )
+            self._log_leo_advance("follower", previous_log_end, log_end)
+        self.reply(
+            request,
+            FollowerAppended(
+                topic=state.topic,
+                partition=state.partition,
+                error_code=error,
+                message=reason,
+                log_end_offset=log_end,
+                latest_epoch=self.log.latest_epoch,
+            ),
+        )
+
+    def _not_following(self, leader_epoch: int) -> str:
+        state = self.state
+        return (
+            f"not following leader epoch {leader_epoch} (leader {state.leader}, epoch "
+            f"{state.leader_epoch}, following since epoch {state.follow_start_epoch})"
+        )
+
+    @handles(TruncateFollower)
+    def _on_truncate_follower(self, request: TruncateFollower) -> None:
+        """One truncation step of a follower that starts following a leader (KIP-101/279),
+        or the restart of a follower that fell behind the leader's log start."""
+        state = self.state
+        completed = True
+        error, reason = ErrorCode.NONE, ""
+        if self._stopped or not state.follows_epoch(request.leader_epoch):
+            error, reason = (
+                ErrorCode.NOT_LEADER_FOR_PARTITION,
+                self._not_following(request.leader_epoch),
+            )
+        else:
+            try:
+                if request.start_at >= 0:
+                    self._truncate_fully_and_start_at(request.start_at)
+                elif request.epoch_end is not None:
+                    completed = self._truncate_to_epoch_end(request.epoch_end)
+            except StorageError as failure:
+                error, reason = storage_error_code(failure), str(failure)
+        self.reply(
+            request,
+            FollowerTruncated(
+                topic=state.topic,
+                partition=state.partition,
+                error_code=error,
+                message=reason,
+                log_end_offset=self.log.log_end_offset,
+                latest_epoch=self.log.latest_epoch,
+                completed=completed,
+            ),
+        )
+
+    def _truncate_to_epoch_end(self, answer: EpochEndOffset) -> bool:
+        latest_before = self.log.latest_epoch
+        point = truncation_point(
+            answer.leader_epoch,
+            answer.end_offset,
+            follower_end_offset_for=self.log.end_offset_for_epoch,
+            log_end_offset=self.log.log_end_offset,
+            high_watermark=self.state.high_watermark,
+        )
+        self._truncate(point.offset, reason=point.reason)
+        self.log_event(
+            "partition.epoch_truncation",
+            topic=self.state.topic,
+            partition=self.state.partition,
+            leader=self.state.leader,
+            asked_epoch=latest_before,
+            answered_epoch=answer.leader_epoch,
+            answered_end_offset=answer.end_offset,
+            offset=point.offset,
+            log_end_offset=self.log.log_end_offset,
+            finished=point.completed,
+            reason=point.reason,
+        )
+        # Each incomplete round must remove an epoch; if the cut removed none (the epoch began
+        # at the log end and covers no records), there is nothing left to find.
+        return point.completed or self.log.latest_epoch >= latest_before
+
+    def _truncate_fully_and_start_at(self, offset: int) -> None:
+        before = self.log.log_end_offset
+        self.log.truncate_fully_and_start_at(offset)
+        self.state.high_watermark = offset
+        self._hw_position = None
+        self._record_high_watermark()
+        self.log_event(
+            "partition.truncate",
+            topic=self.state.topic,
+            partition=self.state.partition,
+            offset=offset,
+            log_end_before=before,
+            log_end_offset=self.log.log_end_offset,
+            reason="fetch offset below the leader's log start: start over there",
+        )
+
+    def _truncate(self, offset: int, *, reason: str) -> None:
+        before = self.log.log_end_offset
+        if self.log.truncate_to(offset):
+            self.log_event(
+                "partition.truncate",
+                topic=self.state.topic,
+                partition=self.state.partition,
+                offset=offset,
+                log_end_before=before,
+                log_end_offset=self.log.log_end_offset,
+                reason=reason,
+            )
+        if self.state.high_watermark > self.log.log_end_offset:
+            self.state.high_watermark = self.log.log_end_offset
+            self._record_high_watermark()
+        self._hw_position = None
+
+    # -- controller decisions ------------------------------------------------------------------
+
+    @handles(BecomeLeaderOrFollower)
+    def _on_become(self, request: BecomeLeaderOrFollower) -> None:
+        state = self.state
+        decision = request.state
+        if not state.accepts(decision):
+            self.reply(request, self._applied(ErrorCode.STALE_CONTROLLER_EPOCH))
+            return
+        self._stopped = False
+        was_leader = state.is_leader
+        truncate = False
+        if decision.leader == self.broker:
+            state.make_leader(decision, self.clock.now_ms(), self.log.log_end_offset)
+            # the new epoch starts at the log end now, so a follower asking for its end learns
+            # where this leader's log took over (Kafka 2.1+)
+            self.log.assign_leader_epoch(decision.leader_epoch)
+            event = "partition.become_leader"
+        else:
+            # No truncation here: a follower of a new leader asks it where its epochs end
+            # (OffsetsForLeaderEpoch) before fetching; the same leader in a newer epoch (an
+            # ISR change) leaves the log alone.
+            truncate = state.make_follower(decision, self.log.log_end_offset)
+            event = "partition.become_follower"
+        self._hw_position = None
+        self._record_high_watermark()
+        self.log_event(
+            event,
+            topic=state.topic,
+            partition=state.partition,
+            leader=state.leader,
+            leader_epoch=state.leader_epoch,
+            controller_epoch=state.controller_epoch,
+            isr=list(state.isr),
+            replicas=list(state.assigned_replicas),
+            was_leader=was_leader,
+            log_end_offset=self.log.log_end_offset,
+            high_watermark=state.high_watermark,
+        )
+        self._publish(LeadershipChanged, hw_moved=True, to_produce=True)
+        self.reply(request, self._applied(ErrorCode.NONE, truncate=truncate))
+
+    def _applied(self, error: ErrorCode, *, truncate: bool = False) -> PartitionStateApplied:
+        return PartitionStateApplied(
+            topic=self.state.topic,
+            partition=self.state.partition,
+            error_code=error,
+            is_leader=self.state.is_leader,
+            log_end_offset=self.log.log_end_offset,
+            high_watermark=self.state.high_watermark,
+            truncate=truncate,
+            latest_epoch=self.log.latest_epoch,
+        )
+
+    @handles(StopPartition)
+    def _on_stop_partition(self, request: StopPartition) -> None:
+        self.state.stop()
+        self._stopped = True
+        self.log_event(
+            "partition.stopped",
+            topic=self.state.topic,
+            partition=self.state.partition,
+            delete=request.delete,
+        )
+        self._publish(LeadershipChanged, hw_moved=True, to_produce=True, exists=False)
+        self.reply(request, self._applied(ErrorCode.NONE))
+
+    @handles(DescribePartition)
+    def _on_describe(self, request: DescribePartition) -> None:
+        state = self.state
+        self.reply(
+            request,
+            PartitionDescription(
+                topic=state.topic,
+                partition=state.partition,
+                broker=self.broker if self.broker is not None else -1,
+                is_leader=state.is_leader and not self._stopped,
+                leader=state.leader,
+                leader_epoch=state.leader_epoch,
+                isr=state.isr,
+                replicas=state.assigned_replicas,
+                log_start_offset=self.log.log_start_offset,
+                log_end_offset=self.log.log_end_offset,
+                high_watermark=state.high_watermark,
+                follower_log_end_offsets=tuple(sorted(state.follower_log_end_offsets().items())),
+            ),
+        )
+
+    # -- ISR changes in ZooKeeper ---------------------------------------------------------------
+
+    def _write_isr(self, isr: tuple[int, ...]) -> bool:
+        """Kafka's Partition.updateIsr: a versioned set of the state znode, then a notification.
+
+        A version conflict (the controller changed the partition meanwhile) leaves the ISR as
+        it was; the controller's next LeaderAndIsr brings the new state.
+        """
+        state = self.state
+        assert self.zk is not None  # the guard is only installed with a session
+        client = self.zk.client
+        path = zk_data.partition_state_path(state.topic, state.partition)
+        data = zk_data.LeaderIsrState(
+            leader=state.leader,
+            leader_epoch=state.leader_epoch,
+            isr=isr,
+            controller_epoch=state.controller_epoch,
+        ).encode()
+        try:
+            stat = client.set(path, data, version=state.zk_version)
+        except (BadVersionError, NoNodeError) as error:
+            self.log_event(
+                "partition.isr_update_failed",
+                topic=state.topic,
+                partition=state.partition,
+                isr=list(isr),
+                zk_version=state.zk_version,
+                error=type(error).__name__,
+            )
+            return False
+        except Exception as error:  # ZooKeeper unreachable or session gone
+            self.log_event(
+                "partition.isr_update_failed",
+                topic=state.topic,
+                partition=state.partition,
+                isr=list(isr),
+                error=repr(error),
+            )
+            return False
+        state.zk_version = stat.version
+        with contextlib.suppress(Exception):  # the ISR is written; the notice is best effort
+            client.create(
+                f"{zk_data.ISR_CHANGE_NOTIFICATION}/{zk_data.ISR_CHANGE_PREFIX}",
+                zk_data.encode_isr_change([(state.topic, state.partition)]),
+                sequence=True,
+                makepath=True,
+            )
+        return True
+
+    # -- snapshots -------------------------------------------------------------------------------
+
+    def snapshot(
+        self, kind: type[PartitionSnapshot] = PartitionSnapshot, *, exists: bool = True
+    ) -> PartitionSnapshot:
+        state = self.state
+        log_end = self.log.log_end_offset_metadata
+        hw_position = self._hw_position
+        if hw_position is None or hw_position.offset != state.high_watermark:
+            if state.high_watermark >= log_end.offset:
+                hw_position = _position(log_end)
+            else:
+                hw_position = _position(self.log.offset_metadata(state.high_watermark))
+            self._hw_position = hw_position
+        return kind(
+            key=self.key,
+            topic=state.topic,
+            partition=state.partition,
+            exists=exists and not self._stopped,
+            is_leader=state.is_leader and not self._stopped,
+            leader=state.leader,
+            leader_epoch=state.leader_epoch,
+            isr=state.isr,
+            min_insync_replicas=state.min_insync_replicas,
+            log_start_offset=self.log.log_start_offset,
+            high_watermark=hw_position,
+            log_end=_position(log_end),
+        )
+
+    def _publish(
+        self,
+        kind: type[PartitionSnapshot],
+        *,
+        hw_moved: bool,
+        to_produce: bool = False,
+        exists: bool = True,
+    ) -> None:
+        """Tell the purgatories: the fetch one always, the produce one when HW/ISR moved."""
+        state = self.state
+        if hw_moved:
+            self._record_high_watermark()
+            if tracing.is_enabled() and kind is not LeadershipChanged:
+                self.log_event(
+                    "partition.hw_advance",
+                    topic=state.topic,
+                    partition=state.partition,
+                    high_watermark=state.high_watermark,
+                    log_end_offset=self.log.log_end_offset,
+                    follower_log_end_offsets={
+                        str(r): leo for r, leo in state.follower_log_end_offsets().items()
+                    },
+                )
+        if not state.is_leader and kind is not LeadershipChanged:
+            return
+        if hw_moved and kind is LogEndOffsetAdvanced:
+            kind = HighWatermarkAdvanced  # one snapshot says both
+        snapshot = self.snapshot(kind, exists=exists)
+        self.send(self.fetch_purgatory, snapshot)
+        if to_produce or kind is not LogEndOffsetAdvanced:
+            self.send(self.produce_purgatory, snapshot)
+
+    def _record_high_watermark(self) -> None:
+        if self.high_watermarks is not None:
+            self.high_watermarks.update(self.tp, self.state.high_watermark)

@@ -1,0 +1,772 @@
+"""A broker's ReplicaManager: the front door of produce, fetch and the controller's requests."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pykka
+
+from kafkactor.actors.controller import ZooKeeperSession
+from kafkactor.actors.replication.config import VALID_ACKS, ReplicaManagerConfig
+from kafkactor.actors.replication.high_watermarks import HighWatermarks
+from kafkactor.actors.replication.partition import PartitionState
+from kafkactor.actors.replication.partition_actor import PartitionActor
+from kafkactor.actors.replication.replica_fetcher import ReplicaFetcherActor
+from kafkactor.actors.replication.request_log import (
+    log_fetch_request,
+    log_fetch_response,
+    log_produce_request,
+    log_produce_response,
+)
+from kafkactor.actors.runtime import Directory, TraceContext, TracedActor, addresses, handles
+from kafkactor.messages import ErrorCode, ErrorResponse, Request, Response
+from kafkactor.messages.purgatory import DelayOperation
+from kafkactor.messages.replication import (
+    AddFetcherPartitions,
+    AppendRecords,
+    AppendResult,
+    BecomeLeaderOrFollower,
+    EpochEndOffset,
+    FetcherPartition,
+    FetchPartitionData,
+    FetchRequest,
+    FetchResponse,
+    FetchSpec,
+    FollowerFetchPosition,
+    LeaderAndIsr,
+    LeaderAndIsrResponse,
+    MaybeShrinkIsr,
+    MetadataRequest,
+    MetadataResponse,
+    OffsetsForLeaderEpochRequest,
+    OffsetsForLeaderEpochResponse,
+    PartitionError,
+    PartitionLeaderState,
+    PartitionMetadata,
+    PartitionStateApplied,
+    ProducePartitionResult,
+    ProducePartitionStatus,
+    ProduceRequest,
+    ProduceResponse,
+    ProduceSpec,
+    RemoveFetcherPartitions,
+    StopPartition,
+    StopReplica,
+    StopReplicaResponse,
+    TopicMetadata,
+    TopicPartitionRef,
+    UpdateMetadata,
+    UpdateMetadataResponse,
+    partition_key,
+)
+from kafkactor.storage import Log, LogConfig, LogManager, TopicPartition
+from kafkactor.timer import Clock, Scheduler, Timer
+
+
+@dataclass(slots=True)
+class LocalReplica:
+    """A partition replica this broker holds: its actor and what the RM knows of it."""
+
+    topic: str
+    partition: int
+    address: str
+    ref: pykka.ActorRef[Any]
+    log: Log
+    is_leader: bool = False
+    leader: int = -1
+    leader_epoch: int = -1
+
+
+@dataclass(slots=True)
+class Gather:
+    """Responses to a fan-out of sub-requests, and what to do when the last one arrives."""
+
+    waiting: int
+    on_done: Callable[[dict[str, Response]], None]
+    origin: Request | None = None  # answered with an error if the broker stops first
+    trace: TraceContext | None = None
+    responses: dict[str, Response] = field(default_factory=dict)
+
+
+class ReplicaManagerActor(TracedActor):
+    """Kafka's `ReplicaManager` for one broker, as an actor.
+
+    - **Produce** (acks 0, 1 or -1; any other value is INVALID_REQUIRED_ACKS): each partition's
+      batches go to its `PartitionActor`; acks=1 answers when the appends are done, acks=0
+      never answers, acks=-1 hands a `DelayedProduce` to the produce purgatory, which answers
+      the producer itself.
+    - **Fetch**: a follower's fetch first tells each partition where the follower is (its log
+      end); then every fetch becomes a `DelayedFetch` in the fetch purgatory, which answers.
+    - **Controller requests**: `LeaderAndIsr` creates partition actors and logs as needed and
+      makes each replica leader or follower (a follower's fetcher is started or moved);
+      `StopReplica` stops (and maybe deletes) replicas; `UpdateMetadata` fills the metadata
+      cache that answers `MetadataRequest`. A request from an older controller epoch is
+      rejected with STALE_CONTROLLER_EPOCH, one meant for an earlier registration of this
+      broker (an older broker epoch, KIP-380) with STALE_BROKER_EPOCH.
+    - **OffsetsForLeaderEpoch**: a follower of a partition this broker leads asks where one of
+      its epochs ends in the leader's log (KIP-101); the answer comes from the log's leader
+      epoch cache.
+    - Periodically it asks its leader partitions to shrink their ISR and checkpoints the high
+      watermarks.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        directory: Directory,
+        clock: Clock,
+        broker: int,
+        *,
+        log_manager: LogManager,
+        high_watermarks: HighWatermarks,
+        timer: Timer,
+        scheduler: Scheduler,
+        topic_configs: MutableMapping[str, LogConfig],
+        logs: MutableMapping[str, Log],
+        config: ReplicaManagerConfig | None = None,
+        zk: ZooKeeperSession | None = None,
+    ) -> None:
+        super().__init__(address, directory, clock, broker)
+        self.broker_id = broker
+        self.zk = zk  # leaders write ISR changes through it (None: no ZooKeeper)
+        self.log_manager = log_manager
+        self.high_watermarks = high_watermarks
+        self.timer = timer
+        self.scheduler = scheduler
+        self.topic_configs = topic_configs
+        self.logs = logs
+        self.config = config if config is not None else ReplicaManagerConfig()
+        self.controller_epoch = -1
+        self.replicas: dict[str, LocalReplica] = {}
+        self.fetchers: dict[int, pykka.ActorRef[Any]] = {}
+        self.fetcher_of: dict[str, int] = {}
+        self.metadata: dict[str, dict[int, PartitionLeaderState]] = {}
+        self.live_brokers: tuple[int, ...] = ()
+        self._ids = itertools.count(1)
+        self._gathers: dict[int, tuple[Gather, str]] = {}
+        self._jobs: list[Any] = []
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def on_start(self) -> None:
+        super().on_start()
+        lag = self.config.replica_lag_time_max_ms
+        checkpoint_every = self.config.high_watermark_checkpoint_interval_ms
+        self._jobs = [
+            self.scheduler.schedule(
+                "isr-expiration",
+                lambda: self.directory.tell(self.address, MaybeShrinkIsr()),
+                delay_ms=max(1, lag // 2),
+                period_ms=max(1, lag // 2),
+            ),
+            self.scheduler.schedule(
+                "highwatermark-checkpoint",
+                self.high_watermarks.checkpoint,
+                delay_ms=checkpoint_every,
+                period_ms=checkpoint_every,
+            ),
+        ]
+
+    def on_stop(self) -> None:
+        for job in self._jobs:
+            job.cancel()
+        for ref in [*self.fetchers.values(), *(r.ref for r in self.replicas.values())]:
+            if ref.is_alive():
+                ref.stop(block=True, timeout=10)
+        self._abort_gathers()
+        super().on_stop()
+
+    def _abort_gathers(self) -> None:
+        """Answer every request still waiting for its partitions: the broker is going away."""
+        aborted: set[int] = set()
+        for gather, _key in self._gathers.values():
+            origin = gather.origin
+            if origin is None or id(gather) in aborted:
+                continue
+            aborted.add(id(gather))
+            if isinstance(origin, ProduceRequest) and origin.acks == 0:
+                continue
+            self.reply(
+                origin,
+                ErrorResponse(
+                    error_code=ErrorCode.BROKER_NOT_AVAILABLE,
+                    message=f"broker {self.broker_id} stopped while serving the request",
+                ),
+                trace=gather.trace,
+            )
+        self._gathers.clear()
+
+    # -- produce ---------------------------------------------------------------------------------
+
+    @handles(ProduceRequest)
+    def _on_produce(self, request: ProduceRequest) -> None:
+        received_ms = self.clock.now_ms()
+        log_produce_request(self, request)
+        if request.acks not in VALID_ACKS:
+            self._answer_produce(
+                request,
+                received_ms,
+                [
+                    ProducePartitionResult(
+                        topic=p.topic,
+                        partition=p.partition,
+                        error_code=ErrorCode.INVALID_REQUIRED_ACKS,
+                    )
+                    for p in request.partitions
+                ],
+                force=True,
+            )
+            return
+        early: dict[str, ProducePartitionResult] = {}
+        appends: dict[str, tuple[LocalReplica, AppendRecords]] = {}
+        for part in request.partitions:
+            key = partition_key(part.topic, part.partition)
+            replica = self.replicas.get(key)
+            error = self._leader_error(part.topic, part.partition, replica)
+            if error is not ErrorCode.NONE or replica is None:
+                early[key] = ProducePartitionResult(
+                    topic=part.topic, partition=part.partition, error_code=error
+                )
+                continue
+            appends[key] = (
+                replica,
+                AppendRecords(
+                    topic=part.topic,
+                    partition=part.partition,
+                    records=part.records,
+                    acks=request.acks,
+                ),
+            )
+        if not appends:
+            self._answer_produce(request, received_ms, [early[k] for k in early])
+            return
+        trace = self.trace_context
+
+        def appended(responses: dict[str, Response]) -> None:
+            self._appended(request, received_ms, trace, early, responses)
+
+        self._fan_out(
+            {key: (replica.address, append) for key, (replica, append) in appends.items()},
+            appended,
+            origin=request,
+        )
+
+    def _appended(
+        self,
+        request: ProduceRequest,
+        received_ms: int,
+        trace: TraceContext | None,
+        early: dict[str, ProducePartitionResult],
+        responses: dict[str, Response],
+    ) -> None:
+        statuses: list[ProducePartitionStatus] = []
+        for part in request.partitions:
+            key = partition_key(part.topic, part.partition)
+            response = responses.get(key)
+            if key in early:
+                error = early[key].error_code
+            elif isinstance(response, AppendResult) and response.error_code is ErrorCode.NONE:
+                statuses.append(
+                    ProducePartitionStatus(
+                        topic=part.topic,
+                        partition=part.partition,
+                        required_offset=response.last_offset + 1,
+                        base_offset=response.first_offset,
+                    )
+                )
+                continue
+            else:
+                error = getattr(response, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR)
+            statuses.append(
+                ProducePartitionStatus(topic=part.topic, partition=part.partition, error_code=error)
+            )
+        waiting = any(s.error_code is ErrorCode.NONE for s in statuses)
+        results = [
+            ProducePartitionResult(
+                topic=s.topic,
+                partition=s.partition,
+                error_code=s.error_code,
+                base_offset=s.base_offset,
+            )
+            for s in statuses
+        ]
+        if request.acks != -1 or not waiting:
+            self._answer_produce(request, received_ms, results, trace=trace)
+            return
+        keys = tuple(
+            partition_key(s.topic, s.partition) for s in statuses if s.error_code is ErrorCode.NONE
+        )
+        self.send(
+            addresses.produce_purgatory(self.broker_id),
+            DelayOperation(
+                reply_to=request.reply_to,
+                correlation_id=request.correlation_id,
+                operation=ProduceSpec(partitions=tuple(statuses), received_ms=received_ms),
+                keys=keys,
+                timeout_ms=max(0, request.timeout_ms),
+            ),
+        )
+
+    def _answer_produce(
+        self,
+        request: ProduceRequest,
+        received_ms: int,
+        results: list[ProducePartitionResult],
+        *,
+        trace: TraceContext | None = None,
+        force: bool = False,
+    ) -> None:
+        if request.acks == 0 and not force:
+            return  # acks=0: the producer expects no response
+        log_produce_response(
+            self,
+            acks=request.acks,
+            correlation_id=request.correlation_id,
+            results=results,
+            received_ms=received_ms,
+            waited=False,
+            trace=trace,
+        )
+        self.reply(request, ProduceResponse(partitions=tuple(results)), trace=trace)
+
+    def _leader_error(self, topic: str, partition: int, replica: LocalReplica | None) -> ErrorCode:
+        if replica is not None and replica.is_leader:
+            return ErrorCode.NONE
+        if replica is None and partition not in self.metadata.get(topic, {}):
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return ErrorCode.NOT_LEADER_FOR_PARTITION
+
+    # -- fetch -----------------------------------------------------------------------------------
+
+    @handles(FetchRequest)
+    def _on_fetch(self, request: FetchRequest) -> None:
+        received_ms = self.clock.now_ms()
+        log_fetch_request(self, request)
+        if not request.partitions:
+            self._answer_fetch(request, received_ms, ())
+            return
+        if any(p.max_bytes < 0 for p in request.partitions):
+            self._answer_fetch(
+                request,
+                received_ms,
+                tuple(
+                    FetchPartitionData(
+                        topic=p.topic,
+                        partition=p.partition,
+                        error_code=ErrorCode.INVALID_FETCH_SIZE,
+                    )
+                    for p in request.partitions
+                ),
+            )
+            return
+        if request.replica_id >= 0:  # a follower: its fetch offset is its log end
+            for part in request.partitions:
+                replica = self.replicas.get(partition_key(part.topic, part.partition))
+                if replica is not None and replica.is_leader:
+                    self.send(
+                        replica.address,
+                        FollowerFetchPosition(
+                            topic=part.topic,
+                            partition=part.partition,
+                            replica_id=request.replica_id,
+                            fetch_offset=part.fetch_offset,
+                        ),
+                    )
+        self.send(
+            addresses.fetch_purgatory(self.broker_id),
+            DelayOperation(
+                reply_to=request.reply_to,
+                correlation_id=request.correlation_id,
+                operation=FetchSpec(
+                    replica_id=request.replica_id,
+                    min_bytes=request.min_bytes,
+                    partitions=request.partitions,
+                    received_ms=received_ms,
+                ),
+                keys=tuple(partition_key(p.topic, p.partition) for p in request.partitions),
+                timeout_ms=max(0, request.max_wait_ms),
+            ),
+        )
+
+    def _answer_fetch(
+        self, request: FetchRequest, received_ms: int, partitions: tuple[FetchPartitionData, ...]
+    ) -> None:
+        log_fetch_response(
+            self,
+            replica_id=request.replica_id,
+            correlation_id=request.correlation_id,
+            partitions=partitions,
+            received_ms=received_ms,
+            waited=False,
+        )
+        self.reply(request, FetchResponse(partitions=partitions))
+
+    # -- leader epochs -----------------------------------------------------------------------------
+
+    @handles(OffsetsForLeaderEpochRequest)
+    def _on_offsets_for_leader_epoch(self, request: OffsetsForLeaderEpochRequest) -> None:
+        """Where each asked epoch ends in this leader's log (Kafka's
+        `Partition.lastOffsetForLeaderEpoch`). A follower whose current leader epoch is older
+        than this leader's gets FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH (this
+        broker has not heard of it yet); both retry after the controller's news arrives."""
+        answers = []
+        for part in request.partitions:
+            replica = self.replicas.get(partition_key(part.topic, part.partition))
+            error = self._leader_error(part.topic, part.partition, replica)
+            if replica is not None and error is ErrorCode.NONE and part.current_leader_epoch >= 0:
+                if part.current_leader_epoch < replica.leader_epoch:
+                    error = ErrorCode.FENCED_LEADER_EPOCH
+                elif part.current_leader_epoch > replica.leader_epoch:
+                    error = ErrorCode.UNKNOWN_LEADER_EPOCH
+            if replica is None or error is not ErrorCode.NONE:
+                answers.append(
+                    EpochEndOffset(topic=part.topic, partition=part.partition, error_code=error)
+                )
+                continue
+            epoch, end_offset = replica.log.end_offset_for_epoch(part.leader_epoch)
+            answers.append(
+                EpochEndOffset(
+                    topic=part.topic,
+                    partition=part.partition,
+                    leader_epoch=epoch,
+                    end_offset=end_offset,
+                )
+            )
+        self.reply(request, OffsetsForLeaderEpochResponse(partitions=tuple(answers)))
+
+    # -- metadata --------------------------------------------------------------------------------
+
+    @handles(MetadataRequest)
+    def _on_metadata(self, request: MetadataRequest) -> None:
+        names = request.topics or tuple(sorted(self.metadata))
+        topics = []
+        for name in names:
+            states = self.metadata.get(name)
+            if not states:
+                topics.append(
+                    TopicMetadata(topic=name, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                )
+                continue
+            partitions = tuple(
+                PartitionMetadata(
+                    partition=p,
+                    error_code=(
+                        ErrorCode.NONE
+                        if s.leader in self.live_brokers
+                        else ErrorCode.LEADER_NOT_AVAILABLE
+                    ),
+                    leader=s.leader if s.leader in self.live_brokers else -1,
+                    replicas=s.replicas,
+                    isr=s.isr,
+                )
+                for p, s in sorted(states.items())
+            )
+            topics.append(TopicMetadata(topic=name, partitions=partitions))
+        self.reply(request, MetadataResponse(brokers=self.live_brokers, topics=tuple(topics)))
+
+    @handles(UpdateMetadata)
+    def _on_update_metadata(self, request: UpdateMetadata) -> None:
+        refused = self._refusal(request)
+        if refused is not ErrorCode.NONE:
+            self.reply(request, UpdateMetadataResponse(error_code=refused))
+            return
+        for state in request.partition_states:
+            self.metadata.setdefault(state.topic, {})[state.partition] = state
+        self.live_brokers = tuple(sorted(request.live_brokers))
+        self.reply(request, UpdateMetadataResponse())
+
+    @property
+    def broker_epoch(self) -> int:
+        """This broker's epoch: the czxid of its registration (-1 without ZooKeeper)."""
+        return self.zk.broker_epoch if self.zk is not None else -1
+
+    def _refusal(self, request: LeaderAndIsr | StopReplica | UpdateMetadata) -> ErrorCode:
+        """Why a controller request must be refused: an older controller epoch, or an older
+        broker epoch than this registration's (it was meant for this broker before it
+        restarted or lost its session). NONE when it may be applied."""
+        own = self.broker_epoch
+        if 0 <= request.broker_epoch < own:
+            self.log_event(
+                "replica_manager.stale_broker_epoch",
+                msg_type=type(request).__name__,
+                request_broker_epoch=request.broker_epoch,
+                broker_epoch=own,
+            )
+            return ErrorCode.STALE_BROKER_EPOCH
+        if request.controller_epoch < self.controller_epoch:
+            self.log_event(
+                "replica_manager.stale_controller",
+                controller_epoch=request.controller_epoch,
+                known_controller_epoch=self.controller_epoch,
+            )
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        self.controller_epoch = request.controller_epoch
+        return ErrorCode.NONE
+
+    # -- controller: leader and ISR ----------------------------------------------------------------
+
+    @handles(LeaderAndIsr)
+    def _on_leader_and_isr(self, request: LeaderAndIsr) -> None:
+        refused = self._refusal(request)
+        if refused is not ErrorCode.NONE:
+            self.reply(request, LeaderAndIsrResponse(error_code=refused))
+            return
+        errors: dict[str, ErrorCode] = {}
+        orders: dict[str, tuple[str, Any]] = {}
+        for state in request.partition_states:
+            key = partition_key(state.topic, state.partition)
+            if self.broker_id not in state.replicas:
+                errors[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            replica = self._replica(state.topic, state.partition)
+            if state.leader == self.broker_id:
+                self._remove_from_fetcher(key)  # a new leader stops fetching first
+            orders[key] = (replica.address, BecomeLeaderOrFollower(state=state))
+        states = {partition_key(s.topic, s.partition): s for s in request.partition_states}
+
+        def applied(responses: dict[str, Response]) -> None:
+            self._applied(request, states, errors, responses)
+
+        if not orders:
+            applied({})
+            return
+        self._fan_out(orders, applied, origin=request)
+
+    def _applied(
+        self,
+        request: LeaderAndIsr,
+        states: dict[str, PartitionLeaderState],
+        errors: dict[str, ErrorCode],
+        responses: dict[str, Response],
+    ) -> None:
+        follow: dict[int, list[FetcherPartition]] = {}
+        for key, response in responses.items():
+            state = states[key]
+            replica = self.replicas[key]
+            if not isinstance(response, PartitionStateApplied):
+                errors[key] = getattr(response, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR)
+                continue
+            errors[key] = response.error_code
+            if response.error_code is not ErrorCode.NONE:
+                continue
+            if state.leader_epoch < replica.leader_epoch:
+                # A newer LeaderAndIsr for this partition finished its fan-out first (it had
+                # fewer partitions to wait for): this older decision must not undo its fetcher.
+                continue
+            replica.is_leader = response.is_leader
+            replica.leader = state.leader
+            replica.leader_epoch = state.leader_epoch
+            if response.is_leader:
+                continue
+            # Following the same leader in a newer epoch (an ISR change): the fetcher only
+            # learns the epoch. A new leader: the partition leaves its old fetcher and joins
+            # this leader's, first finding its truncation point from the epochs.
+            same_fetcher = not response.truncate and self.fetcher_of.get(key) == state.leader
+            if not same_fetcher:
+                self._remove_from_fetcher(key)
+            if state.leader >= 0:
+                follow.setdefault(state.leader, []).append(
+                    FetcherPartition(
+                        topic=state.topic,
+                        partition=state.partition,
+                        fetch_offset=response.log_end_offset,
+                        leader_epoch=state.leader_epoch,
+                        truncate=not same_fetcher,
+                        latest_epoch=response.latest_epoch,
+                    )
+                )
+        for leader, partitions in follow.items():
+            self._fetcher(leader)
+            self.send(
+                addresses.fetcher(self.broker_id, leader),
+                AddFetcherPartitions(partitions=tuple(partitions)),
+            )
+            for p in partitions:
+                self.fetcher_of[partition_key(p.topic, p.partition)] = leader
+        self.reply(
+            request,
+            LeaderAndIsrResponse(
+                partitions=tuple(
+                    PartitionError(topic=s.topic, partition=s.partition, error_code=errors[k])
+                    for k, s in states.items()
+                )
+            ),
+        )
+
+    def _replica(self, topic: str, partition: int) -> LocalReplica:
+        """The local replica's actor (started on first use) with its log (opened or created)."""
+        key = partition_key(topic, partition)
+        replica = self.replicas.get(key)
+        if replica is not None:
+            return replica
+        tp = TopicPartition(topic, partition)
+        log = self.log_manager.get_or_create_log(tp, self.topic_configs.get(topic))
+        state = PartitionState(
+            topic,
+            partition,
+            self.broker_id,
+            replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
+            min_insync_replicas=log.config.min_insync_replicas,
+            high_watermark=min(self.high_watermarks.initial(tp), log.log_end_offset),
+        )
+        address = addresses.partition(self.broker_id, key)
+        ref = PartitionActor.start(
+            address,
+            self.directory,
+            self.clock,
+            self.broker_id,
+            log=log,
+            state=state,
+            produce_purgatory=addresses.produce_purgatory(self.broker_id),
+            fetch_purgatory=addresses.fetch_purgatory(self.broker_id),
+            high_watermarks=self.high_watermarks,
+            zk=self.zk,
+        )
+        self.directory.register(address, ref)  # at once: messages follow before it runs
+        replica = LocalReplica(topic=topic, partition=partition, address=address, ref=ref, log=log)
+        self.replicas[key] = replica
+        self.logs[key] = log
+        return replica
+
+    def _fetcher(self, leader: int) -> pykka.ActorRef[Any]:
+        ref = self.fetchers.get(leader)
+        if ref is None or not ref.is_alive():
+            address = addresses.fetcher(self.broker_id, leader)
+            ref = ReplicaFetcherActor.start(
+                address,
+                self.directory,
+                self.clock,
+                self.broker_id,
+                leader=leader,
+                timer=self.timer,
+                config=self.config,
+            )
+            self.directory.register(address, ref)
+            self.fetchers[leader] = ref
+        return ref
+
+    def _remove_from_fetcher(self, key: str) -> None:
+        leader = self.fetcher_of.pop(key, None)
+        if leader is None:
+            return
+        ref = self.fetchers.get(leader)
+        if ref is None:
+            return
+        if leader not in self.fetcher_of.values():
+            # Kafka's shutdownIdleFetcherThreads: nothing left to copy from that leader. The
+            # fetcher never waits on this actor, so stopping it here cannot deadlock.
+            del self.fetchers[leader]
+            ref.stop(block=True, timeout=10)
+            return
+        replica = self.replicas[key]
+        self.send(
+            addresses.fetcher(self.broker_id, leader),
+            RemoveFetcherPartitions(
+                partitions=(TopicPartitionRef(topic=replica.topic, partition=replica.partition),)
+            ),
+        )
+
+    # -- controller: stop replica ------------------------------------------------------------------
+
+    @handles(StopReplica)
+    def _on_stop_replica(self, request: StopReplica) -> None:
+        refused = self._refusal(request)
+        if refused is not ErrorCode.NONE:
+            self.reply(request, StopReplicaResponse(error_code=refused))
+            return
+        orders: dict[str, tuple[str, Any]] = {}
+        for ref in request.partitions:
+            key = partition_key(ref.topic, ref.partition)
+            replica = self.replicas.get(key)
+            if replica is None:
+                continue
+            self._remove_from_fetcher(key)
+            orders[key] = (
+                replica.address,
+                StopPartition(
+                    topic=ref.topic, partition=ref.partition, delete=request.delete_partitions
+                ),
+            )
+
+        def stopped(_responses: dict[str, Response]) -> None:
+            for key in orders:
+                replica = self.replicas.pop(key)
+                self.logs.pop(key, None)
+                replica.ref.stop(block=False)
+                tp = TopicPartition(replica.topic, replica.partition)
+                if request.delete_partitions:
+                    self.high_watermarks.remove(tp)
+                    self.log_manager.delete_log(tp)
+            self.reply(
+                request,
+                StopReplicaResponse(
+                    partitions=tuple(
+                        PartitionError(topic=p.topic, partition=p.partition)
+                        for p in request.partitions
+                    )
+                ),
+            )
+
+        if not orders:
+            stopped({})
+            return
+        self._fan_out(orders, stopped, origin=request)
+
+    # -- ISR expiration ----------------------------------------------------------------------------
+
+    @handles(MaybeShrinkIsr)
+    def _on_isr_expiration(self, event: MaybeShrinkIsr) -> None:
+        for replica in self.replicas.values():
+            if replica.is_leader:
+                self.send(replica.address, event)
+
+    # -- fan-out of sub-requests to partitions ----------------------------------------------------
+
+    def _fan_out(
+        self,
+        orders: dict[str, tuple[str, Any]],
+        on_done: Callable[[dict[str, Response]], None],
+        *,
+        origin: Request | None = None,
+    ) -> None:
+        """Send each keyed sub-request; `on_done` gets every response once the last arrives.
+
+        `origin` (the request being served) is answered with BROKER_NOT_AVAILABLE if the broker
+        stops before the last response arrives."""
+        gather = Gather(
+            waiting=len(orders), on_done=on_done, origin=origin, trace=self.trace_context
+        )
+        for key, (address, sub_request) in orders.items():
+            correlation_id = next(self._ids)
+            self._gathers[correlation_id] = (gather, key)
+            self.send(
+                address,
+                dataclasses.replace(
+                    sub_request, reply_to=self.address, correlation_id=correlation_id
+                ),
+            )
+
+    @handles(Response)
+    def _on_sub_response(self, response: Response) -> None:
+        entry = self._gathers.pop(response.correlation_id, None)
+        if entry is None:
+            return
+        gather, key = entry
+        gather.responses[key] = response
+        gather.waiting -= 1
+        if gather.waiting == 0:
+            gather.on_done(gather.responses)
+
+    # -- introspection for tests and tools ---------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "controller_epoch": self.controller_epoch,
+            "leaders": sorted(k for k, r in self.replicas.items() if r.is_leader),
+            "followers": sorted(k for k, r in self.replicas.items() if not r.is_leader),
+            "fetchers": sorted(self.fetchers),
+        }

@@ -1,0 +1,117 @@
+"""The edge of the actor system: a caller that sends requests and blocks on their responses."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import threading
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, TypeVar
+
+from kafkactor import tracing
+from kafkactor.actors.runtime.directory import Directory
+from kafkactor.actors.runtime.hops import log_recv, log_send, new_envelope
+from kafkactor.messages import Envelope, ErrorCode, ErrorResponse, Request, Response
+from kafkactor.timer import Clock, SystemClock
+
+R = TypeVar("R", bound=Request)
+
+
+class RequestTimeoutError(TimeoutError):
+    """No response arrived within the caller's timeout."""
+
+
+class Client:
+    """A non-actor participant with its own address (`client/<name>`), e.g. a test or producer.
+
+    `request` stamps `reply_to` and a fresh `correlation_id` on a Request, sends it in a new
+    trace, and returns a Future resolved by the response. Responses arrive through `tell`, on
+    whichever actor thread sends them; blocking happens only at this edge, never in an actor.
+    An undeliverable request resolves at once with an `ErrorResponse` (NETWORK_EXCEPTION).
+    """
+
+    def __init__(self, name: str, directory: Directory, clock: Clock | None = None) -> None:
+        self.address = f"client/{name}"
+        self.directory = directory
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._pending: dict[int, Future[Any]] = {}
+        directory.register(self.address, self)
+
+    def request(self, address: str, request: R) -> Future[Any]:
+        """Send `request` to `address`; the Future holds the Response (or ErrorResponse)."""
+        return self._send(address, request)[1]
+
+    def send_request(self, address: str, request: R, correlation_id: int) -> bool:
+        """Send `request` under a correlation id of the caller's choosing, with no Future: for
+        a subclass whose `tell` takes the responses itself. False if undeliverable."""
+        return self._deliver(address, request, correlation_id)
+
+    def tell_request(self, address: str, request: R) -> bool:
+        """Send `request` expecting no response (e.g. acks=0 produce); False if undeliverable."""
+        return self._deliver(address, request, next(self._ids))
+
+    def _deliver(self, address: str, request: R, correlation_id: int) -> bool:
+        """Stamp `request` as ours and send it in a new trace; False if undeliverable."""
+        stamped = dataclasses.replace(request, reply_to=self.address, correlation_id=correlation_id)
+        envelope = new_envelope(
+            stamped,
+            sender=self.address,
+            sent_ms=self.clock.now_ms(),
+            trace_id=tracing.new_id(),
+            parent_span_id="",
+        )
+        if tracing.is_enabled():
+            log_send(envelope, to=address, broker=None)
+        return self.directory.tell(address, envelope)
+
+    def _send(self, address: str, request: R) -> tuple[int, Future[Any]]:
+        correlation_id = next(self._ids)
+        future: Future[Any] = Future()
+        with self._lock:
+            self._pending[correlation_id] = future
+        if not self._deliver(address, request, correlation_id):
+            self._resolve(
+                ErrorResponse(
+                    correlation_id=correlation_id,
+                    error_code=ErrorCode.NETWORK_EXCEPTION,
+                    message=f"no actor at {address}",
+                )
+            )
+        return correlation_id, future
+
+    def call(self, address: str, request: Request, timeout_s: float) -> Any:
+        """`request` and wait up to `timeout_s` for the response."""
+        correlation_id, future = self._send(address, request)
+        try:
+            return future.result(timeout_s)
+        except FutureTimeout:
+            with self._lock:
+                self._pending.pop(correlation_id, None)
+            raise RequestTimeoutError(
+                f"no response from {address} within {timeout_s}s to {type(request).__name__}"
+            ) from None
+
+    def tell(self, message: Any) -> None:
+        payload = message.payload if isinstance(message, Envelope) else message
+        if tracing.is_enabled() and isinstance(message, Envelope):
+            log_recv(message, actor=self.address, broker=None, now_ms=self.clock.now_ms())
+        if isinstance(payload, Response):
+            self._resolve(payload)
+
+    @property
+    def pending(self) -> int:
+        """Requests sent and not yet answered."""
+        with self._lock:
+            return len(self._pending)
+
+    def _resolve(self, response: Response) -> None:
+        with self._lock:
+            future = self._pending.pop(response.correlation_id, None)
+        if future is not None and not future.done():
+            future.set_result(response)
+
+    def close(self) -> None:
+        self.directory.unregister(self.address, self)

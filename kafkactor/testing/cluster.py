@@ -1,0 +1,605 @@
+"""A cluster of brokers in one process, with topic creation, clients and fault injection."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from kafkactor import zk_model
+from kafkactor.actors.broker import Broker, BrokerConfig
+from kafkactor.actors.controller import zk_data
+from kafkactor.actors.runtime import Client, Directory, addresses
+from kafkactor.clients import Consumer, Producer
+from kafkactor.messages import ErrorCode, Response
+from kafkactor.messages.replication import (
+    DescribePartition,
+    FetchRequest,
+    FetchResponse,
+    LeaderAndIsr,
+    LeaderAndIsrResponse,
+    OffsetsForLeaderEpochRequest,
+    OffsetsForLeaderEpochResponse,
+    PartitionDescription,
+    PartitionLeaderState,
+    UpdateMetadata,
+    partition_key,
+)
+from kafkactor.storage import LogConfig
+from kafkactor.timer import Clock, SystemClock
+from kafkactor.tracing import get_logger
+from kafkactor.zk_model import EmbeddedZooKeeper
+
+_log = get_logger("kafkactor.cluster")
+
+# Kafka's legal topic names: ASCII letters, digits, '.', '_' and '-', at most 249 characters.
+_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+CLUSTER_CONTROLLER_ID = 0  # the Cluster itself assigns leaders until a controller does
+
+# what `isolate_broker` drops between brokers: the replication data path
+_REPLICATION_TRAFFIC = (
+    FetchRequest,
+    FetchResponse,
+    OffsetsForLeaderEpochRequest,
+    OffsetsForLeaderEpochResponse,
+)
+
+
+class TopicExistsError(ValueError):
+    """A topic of that name already exists (Kafka's TOPIC_ALREADY_EXISTS)."""
+
+
+class ControllerRequestError(RuntimeError):
+    """A broker refused or did not answer a LeaderAndIsr / UpdateMetadata request."""
+
+
+class Cluster:
+    """N brokers (ids 1..N) in one process on one `Directory`, each with its own data dir.
+
+    With `zookeeper="embedded"` (the default: the in-memory ZooKeeper model) or
+    `zookeeper="host:port"` (a real ZooKeeper, under a chroot of this cluster's own), brokers
+    register in ZooKeeper and elect a controller, which assigns leaders and moves them when a
+    broker fails (`docs/controller.md`); `session_timeout_ms` is the brokers' ZooKeeper session
+    timeout (Kafka's default, 6 s).
+
+    With `zookeeper=None` there is no controller: the Cluster assigns replicas and leaders
+    itself through the same `LeaderAndIsr` and `UpdateMetadata` requests (controller epoch
+    1) and leaders never move. `create_topic` spreads each partition's replicas over the
+    brokers round-robin and makes the first replica leader with the whole replica list as ISR.
+
+    `kill_broker` stops a broker as a crash (nothing flushed); `restart_broker` starts it again
+    from its data dir (logs recovered). Without ZooKeeper it then follows its partitions, or
+    leads again (leader epoch + 1, ISR = its live replicas) the ones it led.
+    """
+
+    def __init__(
+        self,
+        brokers: int = 3,
+        *,
+        data_dir: Path | str | None = None,
+        clock: Clock | None = None,
+        config: BrokerConfig | None = None,
+        request_timeout_s: float = 10.0,
+        zookeeper: str | None = "embedded",
+        session_timeout_ms: int = 6000,
+    ) -> None:
+        if brokers < 1:
+            raise ValueError(f"a cluster needs at least one broker, got {brokers}")
+        self._owns_dir = data_dir is None
+        self.data_dir = (
+            Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="kafkactor-"))
+        )
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.config = config if config is not None else BrokerConfig()
+        self.request_timeout_s = request_timeout_s
+        self.directory = Directory()
+        self.topic_configs: dict[str, LogConfig] = {}
+        self.broker_ids = list(range(1, brokers + 1))
+        self.brokers: dict[int, Broker] = {}
+        self.partition_states: dict[tuple[str, int], PartitionLeaderState] = {}
+        self.controller_epoch = 1
+        self._controller: Client | None = None
+        self._clients: list[Producer | Consumer] = []
+        self._started = False
+        # ZooKeeper mode: "embedded" (the in-memory model) or "host:port" (a real server)
+        self.zookeeper = zookeeper
+        self.session_timeout_ms = session_timeout_ms
+        self.embedded_zookeeper: EmbeddedZooKeeper | None = None
+        self._zk_hosts = ""
+        self._zk: Any = None  # the cluster's own admin session (topic creation, reads)
+        self._isolated: set[int] = set()
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> Cluster:
+        if self.zookeeper is not None:
+            self._start_zookeeper()
+        for broker_id in self.broker_ids:
+            self.brokers[broker_id] = self._new_broker(broker_id).start()
+        self._controller = Client("controller", self.directory, self.clock)
+        self._started = True
+        if self.zookeeper is None:
+            self._update_metadata()
+        else:
+            self._wait_for(
+                lambda: sorted(self._controller_view()) == self.broker_ids,
+                "a controller that sees every broker registered",
+            )
+        return self
+
+    def _controller_view(self) -> list[int]:
+        """The live brokers as the elected controller actor sees them ([] while none acts)."""
+        controller = self.controller_id()
+        ref = self.directory.resolve(addresses.controller(controller)) if controller else None
+        if ref is None:
+            return []
+        try:
+            view: dict[str, Any] = ref.proxy().describe().get(timeout=self.request_timeout_s)  # type: ignore[attr-defined]
+        except Exception:  # stopping, or not the controller any more
+            return []
+        return list(view["live_brokers"]) if view["is_controller"] else []
+
+    def _start_zookeeper(self) -> None:
+        if self.zookeeper == "embedded":
+            # ZooKeeper allows session timeouts of 2 to 20 ticks
+            tick = max(1, min(2000, self.session_timeout_ms // 2))
+            self.embedded_zookeeper = EmbeddedZooKeeper(self.clock, tick_ms=tick)
+        else:  # a real server: this cluster lives under a chroot of its own
+            chroot = f"/kafkactor-{uuid.uuid4().hex[:12]}"
+            admin = zk_model.connect(
+                str(self.zookeeper), session_timeout_ms=self.session_timeout_ms
+            )
+            try:
+                admin.ensure_path(chroot)
+            finally:
+                admin.stop()
+                admin.close()
+            self._zk_hosts = f"{self.zookeeper}{chroot}"
+        self._zk = self._connect_zookeeper()
+
+    def _connect_zookeeper(self) -> Any:
+        if self.embedded_zookeeper is not None:
+            return zk_model.connect(
+                "embedded",
+                embedded=self.embedded_zookeeper,
+                session_timeout_ms=self.session_timeout_ms,
+            )
+        return zk_model.connect(self._zk_hosts, session_timeout_ms=self.session_timeout_ms)
+
+    def _new_broker(self, broker_id: int) -> Broker:
+        return Broker(
+            broker_id,
+            self.data_dir / f"broker-{broker_id}",
+            self.directory,
+            clock=self.clock,
+            config=self.config,
+            topic_configs=self.topic_configs,
+            zookeeper=self._connect_zookeeper if self.zookeeper is not None else None,
+        )
+
+    def _wait_for(self, condition: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + self.request_timeout_s
+        pause = threading.Event()
+        while not condition():
+            if time.monotonic() > deadline:
+                raise ControllerRequestError(
+                    f"timed out after {self.request_timeout_s}s waiting for {what}"
+                )
+            pause.wait(0.01)
+
+    def _registered_brokers(self) -> list[int]:
+        try:
+            children = self._zk.get_children(zk_data.BROKER_IDS)
+        except NoNodeError:
+            return []
+        return sorted(int(c) for c in children if c.isdigit())
+
+    def controller_id(self) -> int | None:
+        """The elected controller's broker id (ZooKeeper mode), None while there is none."""
+        if self._zk is None:
+            return None
+        try:
+            data, _ = self._zk.get(zk_data.CONTROLLER)
+        except NoNodeError:
+            return None
+        return zk_data.decode_controller(data)
+
+    def current_controller_epoch(self) -> int:
+        """The controller epoch in `/controller_epoch` (ZooKeeper mode)."""
+        data, _ = self._zk.get(zk_data.CONTROLLER_EPOCH)
+        return zk_data.decode_controller_epoch(data)
+
+    def stop(self) -> None:
+        """Close every client and shut every live broker down cleanly."""
+        for client in self._clients:
+            client.close()
+        self._clients = []
+        for broker in self.brokers.values():
+            broker.shutdown()
+        if self._controller is not None:
+            self._controller.close()
+            self._controller = None
+        if self._zk is not None:
+            with contextlib.suppress(Exception):
+                if self._zk_hosts:  # a real server: leave no trace of this cluster
+                    self._zk.delete("/", recursive=True)
+            with contextlib.suppress(Exception):
+                self._zk.stop()
+                self._zk.close()
+            self._zk = None
+        if self.embedded_zookeeper is not None:
+            self.embedded_zookeeper.close()
+            self.embedded_zookeeper = None
+        self._started = False
+        if self._owns_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> Cluster:
+        return self.start() if not self._started else self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- what is alive ---------------------------------------------------------------------------
+
+    def live_brokers(self) -> list[int]:
+        return [b for b in self.broker_ids if b in self.brokers and self.brokers[b].alive]
+
+    def leader(self, topic: str, partition: int) -> int:
+        """The partition's leader (-1 when it has none)."""
+        if self._zk is not None:
+            data, _ = self._zk.get(zk_data.partition_state_path(topic, partition))
+            return zk_data.LeaderIsrState.decode(topic, partition, data).leader
+        return self.partition_states[(topic, partition)].leader
+
+    def isr(self, topic: str, partition: int) -> tuple[int, ...]:
+        """The partition's ISR as ZooKeeper holds it (ZooKeeper mode)."""
+        data, _ = self._zk.get(zk_data.partition_state_path(topic, partition))
+        return zk_data.LeaderIsrState.decode(topic, partition, data).isr
+
+    def replicas(self, topic: str, partition: int) -> tuple[int, ...]:
+        if self._zk is not None:
+            data, _ = self._zk.get(zk_data.topic_path(topic))
+            return zk_data.decode_assignment(topic, data)[partition]
+        return self.partition_states[(topic, partition)].replicas
+
+    def describe_partition(
+        self, topic: str, partition: int, broker: int | None = None
+    ) -> PartitionDescription:
+        """A replica's state, asked of its actor (by default the leader's replica)."""
+        target = self.leader(topic, partition) if broker is None else broker
+        response = self._result(
+            target,
+            self._request(
+                target,
+                DescribePartition(),
+                address=addresses.partition(target, partition_key(topic, partition)),
+            ),
+        )
+        if not isinstance(response, PartitionDescription):
+            raise ControllerRequestError(f"broker {target} has no replica of {topic}-{partition}")
+        return response
+
+    # -- topics ----------------------------------------------------------------------------------
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int = 1,
+        config: LogConfig | Mapping[str, str] | None = None,
+    ) -> dict[int, tuple[int, ...]]:
+        """Create a topic; returns its replica assignment (partition -> broker ids).
+
+        `config` is a LogConfig or Kafka's topic config names (`{"min.insync.replicas": "2"}`;
+        an unknown key is an error). With ZooKeeper, the assignment and config are written to
+        `/brokers/topics/<t>` and `/config/topics/<t>` and the controller elects the leaders;
+        this returns once every partition has one.
+        """
+        if not _TOPIC_NAME.fullmatch(name) or name in (".", ".."):
+            raise ValueError(f"illegal topic name {name!r}: use [a-zA-Z0-9._-], 1-249 chars")
+        if any(topic == name for topic, _ in self.partition_states):
+            raise TopicExistsError(f"topic {name!r} already exists")
+        if partitions < 1:
+            raise ValueError(f"a topic needs at least one partition, got {partitions}")
+        if isinstance(config, Mapping):  # Kafka's names, e.g. {"min.insync.replicas": "2"}
+            config = zk_data.log_config_from(config)
+        if self._zk is not None:
+            return self._create_topic_in_zookeeper(name, partitions, replication_factor, config)
+        live = self.live_brokers()
+        if not 1 <= replication_factor <= len(live):
+            raise ValueError(
+                f"replication factor {replication_factor} needs 1..{len(live)} live brokers"
+            )
+        if config is not None:
+            self.topic_configs[name] = config
+        assignment = _assign(live, partitions, replication_factor)
+        states = []
+        for p, replicas in assignment.items():
+            state = PartitionLeaderState(
+                topic=name,
+                partition=p,
+                controller_epoch=self.controller_epoch,
+                leader=replicas[0],
+                leader_epoch=0,
+                isr=replicas,
+                replicas=replicas,
+            )
+            self.partition_states[(name, p)] = state
+            states.append(state)
+        _log_topic_created(name, assignment)
+        self._leader_and_isr(states)
+        self._update_metadata()
+        return assignment
+
+    def _create_topic_in_zookeeper(
+        self, name: str, partitions: int, replication_factor: int, config: LogConfig | None
+    ) -> dict[int, tuple[int, ...]]:
+        live = self._registered_brokers()
+        if not 1 <= replication_factor <= len(live):
+            raise ValueError(
+                f"replication factor {replication_factor} needs 1..{len(live)} live brokers"
+            )
+        if self._zk.exists(zk_data.topic_path(name)) is not None:
+            raise TopicExistsError(f"topic {name!r} already exists")
+        effective = config if config is not None else LogConfig()
+        self.topic_configs[name] = effective
+        assignment = _assign(live, partitions, replication_factor)
+        config_path = zk_data.topic_config_path(name)
+        config_data = zk_data.encode_topic_config(effective)
+        if self._zk.exists(config_path) is None:
+            self._zk.create(config_path, config_data, makepath=True)
+        else:
+            self._zk.set(config_path, config_data)
+        try:
+            self._zk.create(
+                zk_data.topic_path(name), zk_data.encode_assignment(assignment), makepath=True
+            )
+        except NodeExistsError:
+            raise TopicExistsError(f"topic {name!r} already exists") from None
+        _log_topic_created(name, assignment)
+        self._wait_for(
+            lambda: all(self._is_led(name, p) for p in assignment),
+            f"leaders for every partition of {name!r}",
+        )
+        return assignment
+
+    def _is_led(self, topic: str, partition: int) -> bool:
+        """The partition has a leader in ZooKeeper, and that broker acts as its leader."""
+        try:
+            leader = self.leader(topic, partition)
+        except NoNodeError:
+            return False
+        if leader < 0 or leader not in self.live_brokers():
+            return False
+        try:
+            return self.describe_partition(topic, partition, broker=leader).is_leader
+        except ControllerRequestError:
+            return False
+
+    def wait_for_leader(self, topic: str, partition: int, *, not_broker: int | None = None) -> int:
+        """Wait until the partition has a live, acting leader (other than `not_broker`)."""
+        self._wait_for(
+            lambda: self._is_led(topic, partition) and self.leader(topic, partition) != not_broker,
+            f"a leader for {topic}-{partition}",
+        )
+        return self.leader(topic, partition)
+
+    # -- clients ---------------------------------------------------------------------------------
+
+    def producer(self, **options: Any) -> Producer:
+        """A producer (see `Producer`: acks, timeout_ms, retries, ...), closed with the cluster."""
+        producer = Producer(self.directory, self.live_brokers, clock=self.clock, **options)
+        self._clients.append(producer)
+        return producer
+
+    def consumer(self, **options: Any) -> Consumer:
+        """A consumer (see `Consumer`: max_wait_ms, min_bytes, ...), closed with the cluster."""
+        consumer = Consumer(self.directory, self.live_brokers, clock=self.clock, **options)
+        self._clients.append(consumer)
+        return consumer
+
+    # -- faults ----------------------------------------------------------------------------------
+
+    def kill_broker(self, broker_id: int, *, lose_unflushed: bool = False) -> None:
+        """Stop a broker as a crash: its actors stop, nothing is flushed or checkpointed.
+
+        With ZooKeeper its session stops heartbeating, so its registration goes (and the
+        controller reacts) only when the session times out, as after a real crash.
+        `lose_unflushed=True` models an OS crash or power loss rather than a process crash:
+        its segment files are cut back to what was fsynced, so records it had written but
+        not flushed are gone when it restarts.
+        """
+        self.brokers[broker_id].kill(lose_unflushed=lose_unflushed)
+        _log.info("cluster.broker_killed", broker=broker_id, lose_unflushed=lose_unflushed)
+        if self._zk is None:
+            self._update_metadata()
+
+    def stop_broker(self, broker_id: int) -> None:
+        """Stop a broker cleanly (flushed, checkpointed; its ZooKeeper session closed)."""
+        self.brokers[broker_id].shutdown()
+        if self._zk is None:
+            self._update_metadata()
+
+    def expire_session(self, broker_id: int) -> None:
+        """Expire a running broker's ZooKeeper session (it reconnects with a new one).
+
+        On a real server this is the classic trick: a second connection with the same session
+        id and password takes the session over and closes it.
+        """
+        session = self.brokers[broker_id].zookeeper
+        if session is None:
+            raise RuntimeError("this cluster runs without ZooKeeper")
+        if self.embedded_zookeeper is not None:
+            self.embedded_zookeeper.expire_session(session.session_id)
+        else:
+            session_id, password = session.client.client_id
+            twin = KazooClient(
+                hosts=self._zk_hosts,
+                client_id=(session_id, password),
+                timeout=self.session_timeout_ms / 1000,
+            )
+            twin.start(timeout=self.request_timeout_s)
+            twin.stop()
+            twin.close()
+        _log.info("cluster.session_expired", broker=broker_id)
+
+    def isolate_broker(self, broker_id: int) -> None:
+        """Drop the replication traffic between this broker and its peers (fetches and the
+        OffsetsForLeaderEpoch exchange); its ZooKeeper session stays up."""
+        self._isolated.add(broker_id)
+        self.directory.drop = self._drop_isolated_fetch
+        _log.info("cluster.broker_isolated", broker=broker_id)
+
+    def heal_broker(self, broker_id: int) -> None:
+        """Undo `isolate_broker`: fetches between this broker and its peers flow again."""
+        self._isolated.discard(broker_id)
+        if not self._isolated:
+            self.directory.drop = None
+        _log.info("cluster.broker_healed", broker=broker_id)
+
+    def _drop_isolated_fetch(self, address: str, message: Any) -> bool:
+        payload = getattr(message, "payload", message)
+        if not isinstance(payload, _REPLICATION_TRAFFIC):
+            return False
+        sender = getattr(message, "sender", "")
+        ends = {_broker_of(address), _broker_of(sender)}
+        return len(ends) == 2 and None not in ends and bool(ends & self._isolated)
+
+    def restart_broker(self, broker_id: int) -> Broker:
+        """Start a stopped or killed broker from its data dir; it rejoins its partitions."""
+        old = self.brokers.get(broker_id)
+        if old is not None and old.alive:
+            raise RuntimeError(f"broker {broker_id} is running")
+        broker = self._new_broker(broker_id).start()
+        self.brokers[broker_id] = broker
+        _log.info("cluster.broker_restarted", broker=broker_id)
+        if self._zk is not None:
+            return broker  # the controller sees it register and tells it what to do
+        led, followed = [], []
+        live = set(self.live_brokers())
+        for key, state in sorted(self.partition_states.items()):
+            if broker_id not in state.replicas:
+                continue
+            if state.leader != broker_id:
+                followed.append(state)
+            else:  # it led: lead again, in a new epoch every replica hears of
+                again = PartitionLeaderState(
+                    topic=state.topic,
+                    partition=state.partition,
+                    controller_epoch=self.controller_epoch,
+                    leader=broker_id,
+                    leader_epoch=state.leader_epoch + 1,
+                    isr=tuple(r for r in state.replicas if r in live),  # the live ones
+                    replicas=state.replicas,
+                    zk_version=state.zk_version + 1,
+                )
+                self.partition_states[key] = again
+                led.append(again)
+        self._leader_and_isr(led)
+        self._leader_and_isr(followed, only_broker=broker_id)
+        self._update_metadata()
+        return broker
+
+    # -- the requests a controller sends ---------------------------------------------------------
+
+    def _leader_and_isr(
+        self, states: Iterable[PartitionLeaderState], only_broker: int | None = None
+    ) -> None:
+        by_broker: dict[int, list[PartitionLeaderState]] = {}
+        for state in states:
+            for replica in state.replicas:
+                if only_broker is not None and replica != only_broker:
+                    continue
+                by_broker.setdefault(replica, []).append(state)
+        live = set(self.live_brokers())
+        calls = {
+            broker: self._request(
+                broker,
+                LeaderAndIsr(
+                    controller_id=CLUSTER_CONTROLLER_ID,
+                    controller_epoch=self.controller_epoch,
+                    partition_states=tuple(broker_states),
+                ),
+            )
+            for broker, broker_states in by_broker.items()
+            if broker in live
+        }
+        for broker, future in calls.items():
+            response = self._result(broker, future)
+            if not isinstance(response, LeaderAndIsrResponse) or response.error_code:
+                raise ControllerRequestError(f"broker {broker} refused LeaderAndIsr: {response}")
+            failed = [p for p in response.partitions if p.error_code is not ErrorCode.NONE]
+            if failed:
+                raise ControllerRequestError(f"broker {broker}: LeaderAndIsr failed for {failed}")
+
+    def _update_metadata(self) -> None:
+        live = tuple(self.live_brokers())
+        request = UpdateMetadata(
+            controller_id=CLUSTER_CONTROLLER_ID,
+            controller_epoch=self.controller_epoch,
+            partition_states=tuple(self.partition_states.values()),
+            live_brokers=live,
+        )
+        calls = {broker: self._request(broker, request) for broker in live}
+        for broker, future in calls.items():
+            self._result(broker, future)
+
+    def _request(self, broker: int, request: Any, *, address: str | None = None) -> Future[Any]:
+        assert self._controller is not None, "the cluster is not started"
+        target = address if address is not None else addresses.replica_manager(broker)
+        return self._controller.request(target, request)
+
+    def _result(self, broker: int, future: Future[Any]) -> Response:
+        try:
+            response: Response = future.result(self.request_timeout_s)
+        except TimeoutError:
+            raise ControllerRequestError(
+                f"broker {broker} did not answer within {self.request_timeout_s}s"
+            ) from None
+        return response
+
+
+def _broker_of(address: str) -> int | None:
+    parts = address.split("/")
+    if len(parts) >= 2 and parts[0] == "broker" and parts[1].isdigit():
+        return int(parts[1])
+    return None
+
+
+def _assign(
+    live: list[int], partitions: int, replication_factor: int
+) -> dict[int, tuple[int, ...]]:
+    """Partition p's replicas are live[(p + r) % n]: leaders spread round-robin."""
+    return {
+        p: tuple(live[(p + r) % len(live)] for r in range(replication_factor))
+        for p in range(partitions)
+    }
+
+
+def _log_topic_created(name: str, assignment: dict[int, tuple[int, ...]]) -> None:
+    _log.info(
+        "cluster.topic_created",
+        topic=name,
+        partitions=len(assignment),
+        replication_factor=len(next(iter(assignment.values()))),
+        assignment={str(p): list(r) for p, r in assignment.items()},
+    )
