@@ -1,8 +1,9 @@
 """ZooKeeper semantics in memory, and the same client interface over a real ZooKeeper (kazoo).
 
 `ZkModel` is the pure core (tree, transactions, sessions, watches); `EmbeddedZooKeeper` serves
-it to many `EmbeddedClient` sessions in the process; `connect()` returns either that client or a
-kazoo `KazooClient`. Values and errors are kazoo's own types, re-exported here.
+it to many `EmbeddedClient` sessions in the process, the two meeting only through the protocols
+of `kafkactor.zk_model.connection`; `connect()` returns either that client or a kazoo
+`KazooClient`. Values and errors are kazoo's own types, re-exported here.
 """
 
 from __future__ import annotations

@@ -6,9 +6,8 @@ import contextlib
 import os.path
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
-import structlog
 from kazoo.exceptions import (
     ConnectionClosedError,
     NodeExistsError,
@@ -21,19 +20,18 @@ from kazoo.recipe.watchers import ChildrenWatch as _KazooChildrenWatch
 from kazoo.recipe.watchers import DataWatch as _KazooDataWatch
 from kazoo.retry import KazooRetry
 
+from kafkactor import tracing
+from kafkactor.zk_model.connection import Operation, SessionServer
 from kafkactor.zk_model.interface import WatchRecipe
+from kafkactor.zk_model.model import ZkModel
 from kafkactor.zk_model.watches import Watcher
-
-if TYPE_CHECKING:
-    from kafkactor.zk_model.embedded import EmbeddedZooKeeper
-    from kafkactor.zk_model.model import ZkModel
 
 T = TypeVar("T")
 
 Listener = Callable[[str], object]
 """A connection state listener: called with a KazooState; returning True removes it."""
 
-_log = structlog.get_logger("kafkactor.zk_model")
+_log = tracing.get_logger("kafkactor.zk_model")
 
 
 class EmbeddedClient:
@@ -50,9 +48,12 @@ class EmbeddedClient:
     carry on). While its heartbeats are paused it cannot reconnect: it stays LOST and every call
     raises SessionExpiredError until `resume_heartbeats()`. After `stop()` every call raises
     ConnectionClosedError, until `start()` opens a new session.
+
+    It reaches its server only through `connection.SessionServer` (any server with that
+    interface; `EmbeddedZooKeeper` in practice), and is that server's `connection.SessionClient`.
     """
 
-    def __init__(self, server: EmbeddedZooKeeper, *, session_timeout_ms: int = 10_000) -> None:
+    def __init__(self, server: SessionServer, *, session_timeout_ms: int = 10_000) -> None:
         self._server = server
         self._requested_timeout_ms = session_timeout_ms
         self.handler = self._new_handler()
@@ -80,7 +81,7 @@ class EmbeddedClient:
             self.handler.start()
             self.handler.dispatch_callback(Callback("session", self._mark_event_thread, ()))
             try:
-                self._server._open_session(self)
+                self._server.open_session(self)
             except BaseException:
                 self.handler.stop()
                 raise
@@ -93,7 +94,7 @@ class EmbeddedClient:
         with self._lifecycle:
             if self._keeper_state == KeeperState.CLOSED and not self.handler.running:
                 return
-            self._server._close_session(self)  # queues LOST for the listeners
+            self._server.close_session(self)  # queues LOST for the listeners
             # A fresh handler for a later start(): a listener that restarts the client on LOST
             # must not get the handler being stopped, nor wait for this thread's join.
             old, self.handler = self.handler, self._new_handler()
@@ -126,7 +127,8 @@ class EmbeddedClient:
 
     @property
     def client_state(self) -> str:
-        """The KeeperState (CONNECTED, EXPIRED_SESSION, CLOSED)."""
+        """The KeeperState (CONNECTED, CONNECTING while the connection is lost, EXPIRED_SESSION,
+        CLOSED)."""
         return self._keeper_state
 
     @property
@@ -147,11 +149,11 @@ class EmbeddedClient:
     def pause_heartbeats(self) -> None:
         """Stop heartbeating without closing the session (a hung or partitioned client): the
         session expires after its timeout, and the client does not reconnect until resumed."""
-        self._server._pause_heartbeats(self)
+        self._server.pause_heartbeats(self)
 
     def resume_heartbeats(self) -> None:
         """Heartbeat again at once; if the session expired meanwhile, open a new one."""
-        self._server._resume_heartbeats(self)
+        self._server.resume_heartbeats(self)
 
     def retry(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """kazoo's command retry (a fresh copy of the KazooRetry per call)."""
@@ -287,9 +289,22 @@ class EmbeddedClient:
         recipe: WatchRecipe = _KazooChildrenWatch(self, path, func, allow_session_lost, send_event)
         return recipe
 
-    # -- called by the server, under its lock: set fields and queue work, nothing more --------
+    # -- the client end of the connection (connection.SessionClient), read and called by the
+    # -- server under its lock: set fields and queue work, nothing more
 
-    def _session_opened(self, session_id: int, password: bytes, timeout_ms: int) -> None:
+    @property
+    def requested_timeout_ms(self) -> int:
+        """The session timeout this client asks for (the server negotiates `session_timeout_ms`)."""
+        return self._requested_timeout_ms
+
+    @property
+    def session_id(self) -> int | None:
+        """The id of the current or last session (None before the first); unlike kazoo's
+        `client_id`, kept after the session ends."""
+        return self._session_id
+
+    def on_session_opened(self, session_id: int, password: bytes, timeout_ms: int) -> None:
+        """The server opened a session for this client (ZooKeeper's ConnectResponse)."""
         self._session_id = session_id
         self._password = password
         self._timeout_ms = timeout_ms
@@ -297,22 +312,25 @@ class EmbeddedClient:
         self._change_state(KazooState.CONNECTED)
         self._wake_retries()
 
-    def _connection_lost(self) -> None:
+    def on_connection_lost(self) -> None:
+        """The connection dropped: kazoo's SUSPENDED."""
         self._keeper_state = KeeperState.CONNECTING
         self._change_state(KazooState.SUSPENDED)
 
-    def _session_ended(self, keeper_state: str) -> None:
+    def on_session_ended(self, keeper_state: str) -> None:
+        """The session expired (EXPIRED_SESSION) or was closed (CLOSED): kazoo's LOST."""
         self._keeper_state = keeper_state
         self._change_state(KazooState.LOST)
         self._wake_retries()
 
-    def _enqueue_watch(self, watcher: Watcher, event: WatchedEvent) -> None:
+    def on_watch_fired(self, watcher: Watcher, event: WatchedEvent) -> None:
+        """A watch of this client fired: `watcher(event)` runs on the event thread."""
         self.handler.dispatch_callback(Callback("watch", watcher, (event,)))
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _call(self, op: Callable[[ZkModel, int, int], T]) -> T:
-        return self._server._execute(self, op)
+    def _call(self, op: Operation[T]) -> T:
+        return self._server.execute(self, op)
 
     def _delete_recursive(self, path: str) -> None:
         try:

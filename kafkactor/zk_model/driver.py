@@ -18,6 +18,9 @@ class TimerDriver:
     returns, in order of due time; so a test that moves the clock sees the effects at once. On
     any other clock a daemon thread advances the timer. Tasks must be short and must not wait
     for a thread that could be adding to or advancing this timer.
+
+    For the embedded ZooKeeper it stands for the server's session-expiry thread (ZooKeeper's
+    `SessionTrackerImpl`) and for every kazoo client's ping loop.
     """
 
     def __init__(self, timer: Timer, *, name: str) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
 from typing import TypeVar
@@ -13,14 +13,12 @@ from kazoo.protocol.states import KeeperState
 
 from kafkactor.timer import CallbackTask, Clock, SystemClock, Timer
 from kafkactor.zk_model.client import EmbeddedClient
+from kafkactor.zk_model.connection import Operation, SessionClient
 from kafkactor.zk_model.driver import TimerDriver
 from kafkactor.zk_model.model import ZkModel
 from kafkactor.zk_model.watches import Notification
 
 T = TypeVar("T")
-
-Operation = Callable[[ZkModel, int, int], T]
-"""What a client asks of the model: called as op(model, session_id, now_ms) under the lock."""
 
 
 @dataclass(slots=True)
@@ -58,6 +56,10 @@ class EmbeddedZooKeeper:
     dropped; its watchers get an EventType.NONE event), LOST (its reconnect is told the session
     expired), then at once CONNECTED with a new session. A client whose heartbeats are paused
     stays LOST, raising SessionExpiredError, until `resume_heartbeats()` reconnects it.
+
+    Its clients see it as a `connection.SessionServer` (`open_session`, `execute`,
+    `close_session` and the heartbeat switches), and it sees each of them only as a
+    `connection.SessionClient`.
     """
 
     def __init__(
@@ -70,9 +72,9 @@ class EmbeddedZooKeeper:
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._model = ZkModel(tick_ms=tick_ms, first_session_id=first_session_id)
         self._lock = threading.Lock()
-        self._clients: dict[int, EmbeddedClient] = {}  # by live session id
-        self._started: dict[EmbeddedClient, None] = {}  # every client started and not stopped
-        self._paused: set[EmbeddedClient] = set()
+        self._clients: dict[int, SessionClient] = {}  # by live session id
+        self._started: dict[SessionClient, None] = {}  # every client started and not stopped
+        self._paused: set[SessionClient] = set()
         self._timers: dict[int, _SessionTimers] = {}
         self._closed = False
         self._timer = Timer(self._clock)
@@ -134,20 +136,27 @@ class EmbeddedZooKeeper:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- the client side of the protocol (used by EmbeddedClient) -----------------------------
+    # -- the server end of the connection (connection.SessionServer), used by EmbeddedClient --
 
-    def _open_session(self, client: EmbeddedClient) -> None:
+    def open_session(self, client: SessionClient) -> None:
+        """Open a new session for `client` (its ConnectRequest); it hears of it through
+        `on_session_opened`. ConnectionClosedError once this server is closed."""
         with self._lock:
             if self._closed:
                 raise ConnectionClosedError("the embedded ZooKeeper is closed")
             fresh = self._open_locked(client)
         self._rearm([], [fresh])
 
-    def _execute(self, client: EmbeddedClient, op: Operation[T]) -> T:
+    def execute(self, client: SessionClient, op: Operation[T]) -> T:
+        """Run one request in `client`'s live session and queue the watches it fired.
+
+        ConnectionClosedError after the client closed; SessionExpiredError while it has no live
+        session (expired, or not yet reconnected).
+        """
         with self._lock:
-            if client._keeper_state == KeeperState.CLOSED:
+            if client.client_state == KeeperState.CLOSED:
                 raise ConnectionClosedError("Connection has been closed")
-            session_id = client._session_id
+            session_id = client.session_id
             if session_id is None or self._clients.get(session_id) is not client:
                 raise SessionExpiredError()
             try:
@@ -155,33 +164,39 @@ class EmbeddedZooKeeper:
             finally:
                 self._deliver(self._model.take_notifications(), {})
 
-    def _close_session(self, client: EmbeddedClient) -> None:
+    def close_session(self, client: SessionClient) -> None:
+        """End `client`'s session now (its CloseSession): its ephemerals are deleted and it
+        goes CLOSED; a client whose session already ended just goes CLOSED."""
         with self._lock:
             self._started.pop(client, None)
             self._paused.discard(client)
-            session_id = client._session_id
+            session_id = client.session_id
             if session_id is not None and self._model.close_session(session_id):
                 stale, _ = self._finish_locked([session_id], expired=False)
             else:
                 stale = []
-                client._session_ended(KeeperState.CLOSED)
+                client.on_session_ended(KeeperState.CLOSED)
         self._rearm(stale, [])
 
-    def _pause_heartbeats(self, client: EmbeddedClient) -> None:
+    def pause_heartbeats(self, client: SessionClient) -> None:
+        """Stop `client`'s heartbeats, leaving its session open (it expires after its timeout);
+        once expired, it is not reconnected until `resume_heartbeats`."""
         with self._lock:
             self._paused.add(client)
-            timers = self._timers.get(client._session_id or 0)
+            timers = self._timers.get(client.session_id or 0)
         if timers is not None:
             timers.heartbeat.cancel()
 
-    def _resume_heartbeats(self, client: EmbeddedClient) -> None:
+    def resume_heartbeats(self, client: SessionClient) -> None:
+        """Heartbeat for `client` again at once; if its session expired meanwhile, open a new
+        one. Nothing happens unless its heartbeats were paused."""
         live: int | None = None
         fresh: list[_SessionTimers] = []
         with self._lock:
             if client not in self._paused:
                 return
             self._paused.discard(client)
-            session_id = client._session_id
+            session_id = client.session_id
             if session_id is not None and self._clients.get(session_id) is client:
                 live = session_id
             elif client in self._started and not self._closed:
@@ -227,10 +242,10 @@ class EmbeddedZooKeeper:
 
     # -- internals (callers hold self._lock) --------------------------------------------------
 
-    def _open_locked(self, client: EmbeddedClient) -> _SessionTimers:
+    def _open_locked(self, client: SessionClient) -> _SessionTimers:
         """Open a session for `client`; returns its timers, to arm once the lock is released."""
         now = self._clock.now_ms()
-        session_id, password, timeout = self._model.open_session(client._requested_timeout_ms, now)
+        session_id, password, timeout = self._model.open_session(client.requested_timeout_ms, now)
         period = max(1, timeout // 3)
         timers = _SessionTimers(
             expiry=CallbackTask(0, partial(self._check_expiry, session_id)),
@@ -243,7 +258,7 @@ class EmbeddedZooKeeper:
         self._clients[session_id] = client
         self._started[client] = None
         self._paused.discard(client)
-        client._session_opened(session_id, password, timeout)
+        client.on_session_opened(session_id, password, timeout)
         return timers
 
     def _finish_locked(
@@ -252,7 +267,7 @@ class EmbeddedZooKeeper:
         """Tell the clients of ended sessions, in kazoo's order, and deliver what the ending
         fired; reconnect expired clients that still heartbeat. Returns (timers to cancel,
         timers to arm)."""
-        ended: dict[int, EmbeddedClient] = {}
+        ended: dict[int, SessionClient] = {}
         stale: list[_SessionTimers] = []
         for session_id in session_ids:
             client = self._clients.pop(session_id, None)
@@ -263,23 +278,23 @@ class EmbeddedZooKeeper:
                 stale.append(timers)
         if not expired:  # kazoo on stop: LOST (its watchers are dropped without a call)
             for client in ended.values():
-                client._session_ended(KeeperState.CLOSED)
+                client.on_session_ended(KeeperState.CLOSED)
             self._deliver(self._model.take_notifications(), ended)
             return stale, []
         # kazoo on expiry: the dropped connection (SUSPENDED, NONE events), the failed reconnect
         # (LOST), a new session (CONNECTED)
         for client in ended.values():
-            client._connection_lost()
+            client.on_connection_lost()
         self._deliver(self._model.take_notifications(), ended)
         fresh: list[_SessionTimers] = []
         for client in ended.values():
-            client._session_ended(KeeperState.EXPIRED_SESSION)
+            client.on_session_ended(KeeperState.EXPIRED_SESSION)
             if client not in self._paused and not self._closed:
                 fresh.append(self._open_locked(client))
         return stale, fresh
 
-    def _deliver(self, notes: list[Notification], ended: dict[int, EmbeddedClient]) -> None:
+    def _deliver(self, notes: list[Notification], ended: dict[int, SessionClient]) -> None:
         for note in notes:
             client = self._clients.get(note.session_id) or ended.get(note.session_id)
             if client is not None:
-                client._enqueue_watch(note.watcher, note.event)
+                client.on_watch_fired(note.watcher, note.event)
