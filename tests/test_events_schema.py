@@ -30,9 +30,10 @@ from kafkactor.actors.broker import BrokerConfig
 from kafkactor.actors.controller import zk_data
 from kafkactor.actors.replication import ReplicaManagerConfig
 from kafkactor.actors.runtime import Client, Directory, TracedActor, addresses
+from kafkactor.common import TopicPartition
 from kafkactor.demo import run_demo
 from kafkactor.messages.purgatory import DelayOperation
-from kafkactor.messages.replication import StopReplica, TopicPartitionRef, UpdateMetadata
+from kafkactor.messages.replication import StopReplica, UpdateMetadata
 from kafkactor.storage import LEADER_EPOCH_CHECKPOINT, Log, LogConfig, Record
 from kafkactor.testing import Cluster
 from kafkactor.timer import ManualClock, Scheduler
@@ -400,7 +401,7 @@ def _controller_scenario(events: EventLog) -> None:
                 StopReplica(
                     controller_id=9,
                     controller_epoch=cluster.current_controller_epoch(),
-                    partitions=(TopicPartitionRef(topic=TOPIC, partition=0),),
+                    partitions=(TopicPartition(topic=TOPIC, partition=0),),
                 ),
                 WAIT_S,
             )

@@ -6,8 +6,9 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 
 from kafkactor.actors.runtime import Client, RequestTimeoutError, addresses
+from kafkactor.common import NO_LEADER
 from kafkactor.messages import ErrorCode
-from kafkactor.messages.replication import NO_LEADER, MetadataRequest, MetadataResponse
+from kafkactor.messages.replication import MetadataRequest, MetadataResponse
 
 
 class UnknownTopicError(LookupError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, TypeVar, dataclass_transform
 
+from kafkactor.common import VALUE_TYPES
 from kafkactor.messages.errors import ErrorCode
 
 T = TypeVar("T")
@@ -29,6 +30,10 @@ def message(cls: type[T]) -> type[T]:
         raise TypeError(f"two message types are named {name}: {existing} and {data_cls}")
     _REGISTRY[name] = data_cls
     return data_cls
+
+
+for _value_type in VALUE_TYPES:  # the shared value types travel inside messages
+    _REGISTRY[_value_type.__name__] = _value_type
 
 
 def registered_types() -> dict[str, type[Any]]:

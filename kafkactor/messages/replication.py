@@ -3,19 +3,14 @@ partition snapshots a partition publishes to its broker's purgatories."""
 
 from __future__ import annotations
 
+from kafkactor.common import NO_LEADER, LogOffsetMetadata, PartitionLeaderState, TopicPartition
 from kafkactor.messages.base import Request, Response, message
 from kafkactor.messages.errors import ErrorCode
 
 CONSUMER_REPLICA_ID = -1  # Kafka's replica id of a fetch from a consumer (not a follower)
-NO_LEADER = -1  # a partition without a leader
 UNKNOWN_BROKER_EPOCH = -1  # a request that carries no broker epoch (no ZooKeeper): not checked
 UNDEFINED_EPOCH = -1  # no leader epoch known (Kafka's UNDEFINED_EPOCH)
 UNDEFINED_EPOCH_OFFSET = -1  # no end offset known for an epoch (UNDEFINED_EPOCH_OFFSET)
-
-
-def partition_key(topic: str, partition: int) -> str:
-    """The key a partition goes by in purgatories and addresses: `<topic>-<partition>`."""
-    return f"{topic}-{partition}"
 
 
 # -- produce -------------------------------------------------------------------------------------
@@ -141,27 +136,6 @@ class MetadataResponse(Response):
 
 
 @message
-class PartitionLeaderState:
-    """Kafka's LeaderAndIsr partition state: leader, leader epoch, ISR and assigned replicas,
-    stamped with the epoch of the controller that decided it."""
-
-    topic: str = ""
-    partition: int = 0
-    controller_epoch: int = 0
-    leader: int = NO_LEADER
-    leader_epoch: int = 0
-    isr: tuple[int, ...] = ()
-    replicas: tuple[int, ...] = ()
-    zk_version: int = 0
-
-
-@message
-class TopicPartitionRef:
-    topic: str = ""
-    partition: int = 0
-
-
-@message
 class LeaderAndIsr(Request):
     """The controller tells a broker to lead or follow these partitions."""
 
@@ -194,7 +168,7 @@ class StopReplica(Request):
     # the recipient's broker epoch as the controller knows it (KIP-380): a stale one is refused
     broker_epoch: int = UNKNOWN_BROKER_EPOCH
     delete_partitions: bool = False
-    partitions: tuple[TopicPartitionRef, ...] = ()
+    partitions: tuple[TopicPartition, ...] = ()
 
 
 @message
@@ -391,15 +365,6 @@ class StopPartition(Request):
 
 
 @message
-class OffsetPosition:
-    """Kafka's LogOffsetMetadata as a value: an offset, its segment, its byte position."""
-
-    offset: int = 0
-    segment_base_offset: int = 0
-    position: int = 0
-
-
-@message
 class PartitionSnapshot:
     """A partition replica's state as its purgatories need it, at one moment.
 
@@ -418,8 +383,8 @@ class PartitionSnapshot:
     isr: tuple[int, ...] = ()
     min_insync_replicas: int = 1
     log_start_offset: int = 0
-    high_watermark: OffsetPosition = OffsetPosition()
-    log_end: OffsetPosition = OffsetPosition()
+    high_watermark: LogOffsetMetadata = LogOffsetMetadata()
+    log_end: LogOffsetMetadata = LogOffsetMetadata()
 
 
 @message
@@ -493,7 +458,7 @@ class AddFetcherPartitions:
 
 @message
 class RemoveFetcherPartitions:
-    partitions: tuple[TopicPartitionRef, ...] = ()
+    partitions: tuple[TopicPartition, ...] = ()
 
 
 @message

@@ -34,8 +34,9 @@ import pathlib
 import re
 import threading
 from collections.abc import Mapping
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
+from kafkactor.common import TopicPartition
 from kafkactor.storage.errors import StorageError
 
 __all__ = ["CheckpointError", "OffsetCheckpoint", "TopicPartition"]
@@ -44,16 +45,6 @@ VERSION: Final = 0
 _INT32_MAX: Final = 2**31 - 1
 _INT64_MAX: Final = 2**63 - 1
 _DECIMAL: Final = re.compile(r"-?[0-9]+")
-
-
-class TopicPartition(NamedTuple):
-    """Kafka's ``TopicPartition``: a topic name and a partition number; ``str`` is ``topic-N``."""
-
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 class CheckpointError(StorageError):
@@ -100,7 +91,7 @@ class OffsetCheckpoint:
             (_check_key(key), _check_offset(key, offset)) for key, offset in offsets.items()
         )
         lines = [str(VERSION), str(len(entries))]
-        lines += [f"{topic} {partition} {offset}" for (topic, partition), offset in entries]
+        lines += [f"{tp.topic} {tp.partition} {offset}" for tp, offset in entries]
         data = ("\n".join(lines) + "\n").encode("utf-8")
         with self._lock:
             write_atomically(self.path, data)
@@ -119,7 +110,9 @@ class OffsetCheckpoint:
 
 
 def _check_key(key: TopicPartition) -> TopicPartition:
-    topic, partition = key
+    if not isinstance(key, TopicPartition):
+        raise ValueError(f"invalid key {key!r}: not a TopicPartition")
+    topic, partition = key.topic, key.partition
     if not isinstance(topic, str) or not topic:
         raise ValueError(f"invalid topic name {topic!r}: must be a non-empty string")
     if any(c.isspace() for c in topic):
@@ -128,14 +121,14 @@ def _check_key(key: TopicPartition) -> TopicPartition:
         raise ValueError(f"invalid partition {partition!r} for topic {topic!r}: not an int")
     if not 0 <= partition <= _INT32_MAX:
         raise ValueError(f"invalid partition {partition} for topic {topic!r}")
-    return TopicPartition(topic, partition)
+    return TopicPartition(topic=topic, partition=partition)
 
 
 def _check_offset(key: TopicPartition, offset: int) -> int:
     if isinstance(offset, bool) or not isinstance(offset, int):
-        raise ValueError(f"invalid offset {offset!r} for {key[0]}-{key[1]}: not an int")
+        raise ValueError(f"invalid offset {offset!r} for {key}: not an int")
     if not 0 <= offset <= _INT64_MAX:
-        raise ValueError(f"invalid offset {offset} for {key[0]}-{key[1]}")
+        raise ValueError(f"invalid offset {offset} for {key}")
     return offset
 
 
@@ -244,7 +237,7 @@ def _parse(path: pathlib.Path, data: bytes) -> dict[TopicPartition, int]:
             raise CheckpointError(path, n, f"invalid topic name {topic!r}")
         partition = parse_number(path, n, partition_text, "partition", _INT32_MAX)
         offset = parse_number(path, n, offset_text, "offset", _INT64_MAX)
-        key = TopicPartition(topic, partition)
+        key = TopicPartition(topic=topic, partition=partition)
         if key in offsets:
             raise CheckpointError(
                 path, n, f"duplicate entry for {key} (first on line {first_seen[key]})"

@@ -9,8 +9,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-import structlog
-
+from kafkactor import tracing
 from kafkactor.storage.checkpoint import CheckpointError, TopicPartition
 from kafkactor.storage.config import LogConfig
 from kafkactor.storage.errors import (
@@ -46,7 +45,7 @@ from kafkactor.storage.segment import (
 )
 from kafkactor.timer import Clock, Scheduler, SystemClock
 
-_log = structlog.get_logger("kafkactor.storage")
+_log = tracing.get_logger("kafkactor.storage")
 
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 
@@ -65,7 +64,7 @@ def parse_topic_partition(directory: Path) -> TopicPartition:
         raise InvalidLogDirectoryError(
             f"{directory}: a log directory is named <topic>-<partition>, e.g. events-0"
         )
-    return TopicPartition(topic, int(partition))
+    return TopicPartition(topic=topic, partition=int(partition))
 
 
 def parse_base_offset(path: Path) -> int:

@@ -4,30 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kafkactor.common import LogOffsetMetadata
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LogOffsetMetadata:
-    """Kafka's `LogOffsetMetadata`: an offset with the segment and byte position where it sits.
-
-    DelayedFetch compares these to decide whether a fetch offset and the log end (or high
-    watermark) are on the same segment and how many bytes lie between them.
-    """
-
-    offset: int
-    segment_base_offset: int
-    position: int
-
-    def on_older_segment(self, other: LogOffsetMetadata) -> bool:
-        return self.segment_base_offset < other.segment_base_offset
-
-    def on_same_segment(self, other: LogOffsetMetadata) -> bool:
-        return self.segment_base_offset == other.segment_base_offset
-
-    def position_diff(self, other: LogOffsetMetadata) -> int:
-        """Bytes from `other` to this position (both on the same segment)."""
-        if not self.on_same_segment(other):
-            raise ValueError(f"{self} and {other} are on different segments")
-        return self.position - other.position
+__all__ = ["LogAppendInfo", "LogOffsetMetadata", "LogReadResult"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -23,6 +23,7 @@ from kafkactor.actors.broker import Broker, BrokerConfig
 from kafkactor.actors.controller import zk_data
 from kafkactor.actors.runtime import Client, Directory, addresses
 from kafkactor.clients import Consumer, Producer
+from kafkactor.common import PartitionLeaderState, TopicPartition
 from kafkactor.messages import ErrorCode, Response
 from kafkactor.messages.replication import (
     DescribePartition,
@@ -33,9 +34,7 @@ from kafkactor.messages.replication import (
     OffsetsForLeaderEpochRequest,
     OffsetsForLeaderEpochResponse,
     PartitionDescription,
-    PartitionLeaderState,
     UpdateMetadata,
-    partition_key,
 )
 from kafkactor.storage import LogConfig
 from kafkactor.timer import Clock, SystemClock
@@ -267,13 +266,13 @@ class Cluster:
         """The partition's leader (-1 when it has none)."""
         if self._zk is not None:
             data, _ = self._zk.get(zk_data.partition_state_path(topic, partition))
-            return zk_data.LeaderIsrState.decode(topic, partition, data).leader
+            return zk_data.decode_partition_state(topic, partition, data).leader
         return self.partition_states[(topic, partition)].leader
 
     def isr(self, topic: str, partition: int) -> tuple[int, ...]:
         """The partition's ISR as ZooKeeper holds it (ZooKeeper mode)."""
         data, _ = self._zk.get(zk_data.partition_state_path(topic, partition))
-        return zk_data.LeaderIsrState.decode(topic, partition, data).isr
+        return zk_data.decode_partition_state(topic, partition, data).isr
 
     def replicas(self, topic: str, partition: int) -> tuple[int, ...]:
         if self._zk is not None:
@@ -291,7 +290,9 @@ class Cluster:
             self._request(
                 target,
                 DescribePartition(),
-                address=addresses.partition(target, partition_key(topic, partition)),
+                address=addresses.partition(
+                    target, str(TopicPartition(topic=topic, partition=partition))
+                ),
             ),
         )
         if not isinstance(response, PartitionDescription):

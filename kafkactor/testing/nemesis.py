@@ -26,7 +26,7 @@ from kafkactor import tracing
 from kafkactor.actors.broker import BrokerConfig
 from kafkactor.actors.replication import ReplicaManagerConfig
 from kafkactor.clients import ProduceError, Producer, RecordMetadata
-from kafkactor.messages.replication import partition_key
+from kafkactor.common import TopicPartition
 from kafkactor.storage import Log, StorageError, iter_batches
 from kafkactor.testing.cluster import Cluster
 from kafkactor.testing.schedule import Action, Role, Schedule, Step, generate_schedule
@@ -479,7 +479,7 @@ class _Check:
     ) -> tuple[dict[int, list[StoredBatch]], set[int]]:
         """Every live replica's batches below the high watermark, read from its `Log`, and
         the replicas outside the ISR (they may lag, but must not differ)."""
-        cluster, key = self.cluster, partition_key(self.topic, partition)
+        cluster, key = self.cluster, str(TopicPartition(topic=self.topic, partition=partition))
         isr = set(cluster.isr(self.topic, partition))
         held: dict[int, list[StoredBatch]] = {}
         for broker in cluster.replicas(self.topic, partition):

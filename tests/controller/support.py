@@ -20,6 +20,7 @@ from kazoo.protocol.states import KazooState
 from kafkactor.actors.controller import zk_data
 from kafkactor.actors.runtime import Client, addresses
 from kafkactor.clients import ProduceError, Producer
+from kafkactor.common import PartitionLeaderState
 from kafkactor.messages.replication import MetadataRequest, MetadataResponse, PartitionMetadata
 from kafkactor.testing import Cluster
 from tests.replication.support import FAST, WAIT_S, EventLog, wait_until
@@ -184,10 +185,10 @@ def expire_real_session(hosts: str, client: Any) -> None:
 # -- ZooKeeper reads ---------------------------------------------------------------------------
 
 
-def state_znode(cluster: Cluster, topic: str, partition: int) -> tuple[zk_data.LeaderIsrState, Any]:
+def state_znode(cluster: Cluster, topic: str, partition: int) -> tuple[PartitionLeaderState, Any]:
     """The partition's state znode: decoded, and its ZnodeStat."""
     data, stat = cluster._zk.get(zk_data.partition_state_path(topic, partition))
-    return zk_data.LeaderIsrState.decode(topic, partition, data), stat
+    return zk_data.decode_partition_state(topic, partition, data), stat
 
 
 def registered_brokers(cluster: Cluster) -> list[int]:

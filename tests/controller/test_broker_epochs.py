@@ -14,11 +14,11 @@ from collections.abc import Iterator
 import pytest
 
 from kafkactor.actors.runtime import Client, addresses
+from kafkactor.common import PartitionLeaderState
 from kafkactor.messages import ErrorCode
 from kafkactor.messages.replication import (
     LeaderAndIsr,
     LeaderAndIsrResponse,
-    PartitionLeaderState,
     UpdateMetadata,
     UpdateMetadataResponse,
 )

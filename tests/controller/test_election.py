@@ -7,14 +7,13 @@ import time
 import pytest
 
 from kafkactor.actors.runtime import Client, addresses
+from kafkactor.common import PartitionLeaderState, TopicPartition
 from kafkactor.messages import ErrorCode
 from kafkactor.messages.replication import (
     LeaderAndIsr,
     LeaderAndIsrResponse,
-    PartitionLeaderState,
     StopReplica,
     StopReplicaResponse,
-    TopicPartitionRef,
     UpdateMetadata,
     UpdateMetadataResponse,
 )
@@ -134,7 +133,7 @@ def test_requests_of_the_old_controller_epoch_are_refused(cluster: Cluster, how:
                 controller_id=old,
                 controller_epoch=old_epoch,
                 delete_partitions=True,
-                partitions=(TopicPartitionRef(topic=TOPIC, partition=partition),),
+                partitions=(TopicPartition(topic=TOPIC, partition=partition),),
             ),
             WAIT_S,
         )

@@ -6,7 +6,7 @@ import time
 
 from kafkactor.actors.controller import zk_data
 from kafkactor.actors.runtime import addresses
-from kafkactor.messages.replication import partition_key
+from kafkactor.common import TopicPartition
 from kafkactor.testing import Cluster
 from tests.controller.support import (
     FAILOVER_BOUND_S,
@@ -110,7 +110,7 @@ def test_restarted_leader_rejoins_as_follower_and_catches_up(cluster: Cluster) -
     follower_view = cluster.describe_partition(TOPIC, partition, broker=old_leader)
     assert not follower_view.is_leader
     assert follower_view.leader == new_leader
-    key = partition_key(TOPIC, partition)
+    key = str(TopicPartition(topic=TOPIC, partition=partition))
     follower_log = cluster.brokers[old_leader].logs[key]
     leader_log = cluster.brokers[new_leader].logs[key]
     assert log_values(follower_log) == log_values(leader_log)

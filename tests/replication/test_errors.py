@@ -8,16 +8,15 @@ import pytest
 
 from kafkactor.actors.runtime import Client, addresses
 from kafkactor.clients import OffsetOutOfRangeError, ProduceError
+from kafkactor.common import PartitionLeaderState, TopicPartition
 from kafkactor.messages import ErrorCode, ErrorResponse
 from kafkactor.messages.replication import (
     LeaderAndIsr,
     LeaderAndIsrResponse,
     MetadataRequest,
     MetadataResponse,
-    PartitionLeaderState,
     StopReplica,
     StopReplicaResponse,
-    TopicPartitionRef,
     UpdateMetadata,
     UpdateMetadataResponse,
 )
@@ -220,7 +219,7 @@ def test_requests_from_a_stale_controller_epoch_are_refused(
             controller_id=9,
             controller_epoch=0,
             delete_partitions=True,
-            partitions=(TopicPartitionRef(topic=TOPIC, partition=0),),
+            partitions=(TopicPartition(topic=TOPIC, partition=0),),
         ),
         WAIT_S,
     )

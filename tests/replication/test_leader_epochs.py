@@ -16,13 +16,9 @@ import pytest
 
 from kafkactor.actors.replication import REPLICATION_OFFSET_CHECKPOINT
 from kafkactor.actors.runtime import Client, addresses
+from kafkactor.common import PartitionLeaderState
 from kafkactor.messages import ErrorCode
-from kafkactor.messages.replication import (
-    LeaderAndIsr,
-    LeaderAndIsrResponse,
-    PartitionLeaderState,
-    UpdateMetadata,
-)
+from kafkactor.messages.replication import LeaderAndIsr, LeaderAndIsrResponse, UpdateMetadata
 from kafkactor.storage import LogConfig, iter_batches
 from kafkactor.testing import Cluster
 from tests.replication.support import (

@@ -111,7 +111,7 @@ def test_clean_stop_checkpoints_the_high_watermark_and_restart_keeps_the_log(
     cluster.stop_broker(2)
 
     checkpoint = OffsetCheckpoint(cluster.brokers[2].data_dir / REPLICATION_OFFSET_CHECKPOINT)
-    assert checkpoint.read() == {TopicPartition(TOPIC, 0): 4}
+    assert checkpoint.read() == {TopicPartition(topic=TOPIC, partition=0): 4}
     mark = len(events.all())
 
     cluster.restart_broker(2)
@@ -188,7 +188,7 @@ def test_a_crashed_follower_truncates_only_to_its_periodically_checkpointed_hw(
         cluster.producer(acks=-1).send_batch(TOPIC, values, partition=0).result(WAIT_S)
         checkpoint = OffsetCheckpoint(cluster.brokers[3].data_dir / REPLICATION_OFFSET_CHECKPOINT)
         wait_until(
-            lambda: checkpoint.read().get(TopicPartition(TOPIC, 0)) == 4,
+            lambda: checkpoint.read().get(TopicPartition(topic=TOPIC, partition=0)) == 4,
             message="broker 3 to checkpoint the high watermark 4",
         )
 

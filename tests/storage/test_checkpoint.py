@@ -28,24 +28,39 @@ def checkpoint(path: pathlib.Path) -> OffsetCheckpoint:
 
 
 def test_topic_partition() -> None:
-    tp = TP("events", 3)
+    tp = TP(topic="events", partition=3)
     assert str(tp) == "events-3"
-    assert tp == ("events", 3)
     assert (tp.topic, tp.partition) == ("events", 3)
 
 
 def test_the_exact_text_kafka_writes(checkpoint: OffsetCheckpoint, path: pathlib.Path) -> None:
-    checkpoint.write({TP("events", 1): 17, TP("audit", 3): 42, TP("events", 0): 5})
+    checkpoint.write(
+        {
+            TP(topic="events", partition=1): 17,
+            TP(topic="audit", partition=3): 42,
+            TP(topic="events", partition=0): 5,
+        }
+    )
     assert path.read_text() == "0\n3\naudit 3 42\nevents 0 5\nevents 1 17\n"
 
 
 def test_partitions_sort_numerically(checkpoint: OffsetCheckpoint, path: pathlib.Path) -> None:
-    checkpoint.write({TP("t", 10): 1, TP("t", 9): 2, TP("t", 100): 3})
+    checkpoint.write(
+        {
+            TP(topic="t", partition=10): 1,
+            TP(topic="t", partition=9): 2,
+            TP(topic="t", partition=100): 3,
+        }
+    )
     assert path.read_text() == "0\n3\nt 9 2\nt 10 1\nt 100 3\n"
 
 
 def test_round_trip(checkpoint: OffsetCheckpoint) -> None:
-    offsets = {TP("events", 0): 5, TP("events", 1): 0, TP("_internal.x-y", 7): 2**63 - 1}
+    offsets = {
+        TP(topic="events", partition=0): 5,
+        TP(topic="events", partition=1): 0,
+        TP(topic="_internal.x-y", partition=7): 2**63 - 1,
+    }
     checkpoint.write(offsets)
     read = checkpoint.read()
     assert read == offsets
@@ -58,9 +73,10 @@ def test_round_trip_of_an_empty_mapping(checkpoint: OffsetCheckpoint, path: path
     assert checkpoint.read() == {}
 
 
-def test_plain_tuples_are_accepted_as_keys(checkpoint: OffsetCheckpoint) -> None:
-    checkpoint.write({("a", 0): 1})  # type: ignore[dict-item]
-    assert checkpoint.read() == {TP("a", 0): 1}
+def test_keys_other_than_topic_partitions_are_refused(checkpoint: OffsetCheckpoint) -> None:
+    with pytest.raises(ValueError, match="not a TopicPartition"):
+        checkpoint.write({("a", 0): 1})  # type: ignore[dict-item]
+    assert checkpoint.read() == {}
 
 
 def test_a_missing_file_reads_as_no_offsets(checkpoint: OffsetCheckpoint) -> None:
@@ -68,23 +84,23 @@ def test_a_missing_file_reads_as_no_offsets(checkpoint: OffsetCheckpoint) -> Non
 
 
 def test_write_replaces_the_previous_content(checkpoint: OffsetCheckpoint) -> None:
-    checkpoint.write({TP("a", 0): 1, TP("b", 0): 2})
-    checkpoint.write({TP("a", 0): 3})
-    assert checkpoint.read() == {TP("a", 0): 3}
+    checkpoint.write({TP(topic="a", partition=0): 1, TP(topic="b", partition=0): 2})
+    checkpoint.write({TP(topic="a", partition=0): 3})
+    assert checkpoint.read() == {TP(topic="a", partition=0): 3}
 
 
 def test_reads_a_file_written_with_windows_line_ends(
     checkpoint: OffsetCheckpoint, path: pathlib.Path
 ) -> None:
     path.write_bytes(b"0\r\n2\r\na 0 1\r\nb 1 2\r\n")
-    assert checkpoint.read() == {TP("a", 0): 1, TP("b", 1): 2}
+    assert checkpoint.read() == {TP(topic="a", partition=0): 1, TP(topic="b", partition=1): 2}
 
 
 def test_reads_a_file_without_a_final_line_end(
     checkpoint: OffsetCheckpoint, path: pathlib.Path
 ) -> None:
     path.write_text("0\n1\na 0 1")
-    assert checkpoint.read() == {TP("a", 0): 1}
+    assert checkpoint.read() == {TP(topic="a", partition=0): 1}
 
 
 # --------------------------------------------------------------------------------------------
@@ -94,11 +110,11 @@ def test_reads_a_file_without_a_final_line_end(
 def test_a_leftover_tmp_file_does_not_affect_read(
     checkpoint: OffsetCheckpoint, path: pathlib.Path
 ) -> None:
-    checkpoint.write({TP("a", 0): 10})
+    checkpoint.write({TP(topic="a", partition=0): 10})
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text("0\n1\na 0 9")  # a write that crashed half way
-    assert checkpoint.read() == {TP("a", 0): 10}
-    checkpoint.write({TP("a", 0): 11})
+    assert checkpoint.read() == {TP(topic="a", partition=0): 10}
+    checkpoint.write({TP(topic="a", partition=0): 11})
     assert not tmp.exists()
     assert path.read_text() == "0\n1\na 0 11\n"
 
@@ -109,8 +125,8 @@ def test_a_leftover_tmp_file_without_a_checkpoint(
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text("garbage")
     assert checkpoint.read() == {}
-    checkpoint.write({TP("a", 0): 1})
-    assert checkpoint.read() == {TP("a", 0): 1}
+    checkpoint.write({TP(topic="a", partition=0): 1})
+    assert checkpoint.read() == {TP(topic="a", partition=0): 1}
     assert sorted(os.listdir(path.parent)) == [path.name]
 
 
@@ -135,7 +151,7 @@ def test_write_is_durable_then_atomic(
 
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "replace", replace)
-    checkpoint.write({TP("a", 0): 1})
+    checkpoint.write({TP(topic="a", partition=0): 1})
     assert events == [
         ("fsync", "file", "0\n1\na 0 1\n"),  # the complete temp file reaches the disk first
         ("replace", os.fspath(tmp), os.fspath(path)),
@@ -146,16 +162,16 @@ def test_write_is_durable_then_atomic(
 @pytest.mark.parametrize(
     ("offsets", "message"),
     [
-        ({TP("", 0): 1}, "non-empty"),
-        ({TP("my topic", 0): 1}, "whitespace"),
-        ({TP("tab\there", 0): 1}, "whitespace"),
-        ({TP("line\nbreak", 0): 1}, "whitespace"),
-        ({TP("a", -1): 1}, "invalid partition -1"),
-        ({TP("a", 2**31): 1}, "invalid partition"),
-        ({TP("a", 0): -1}, "invalid offset -1"),
-        ({TP("a", 0): 2**63}, "invalid offset"),
-        ({TP("a", True): 1}, "not an int"),
-        ({TP("a", 0): 1.5}, "not an int"),
+        ({TP(topic="", partition=0): 1}, "non-empty"),
+        ({TP(topic="my topic", partition=0): 1}, "whitespace"),
+        ({TP(topic="tab\there", partition=0): 1}, "whitespace"),
+        ({TP(topic="line\nbreak", partition=0): 1}, "whitespace"),
+        ({TP(topic="a", partition=-1): 1}, "invalid partition -1"),
+        ({TP(topic="a", partition=2**31): 1}, "invalid partition"),
+        ({TP(topic="a", partition=0): -1}, "invalid offset -1"),
+        ({TP(topic="a", partition=0): 2**63}, "invalid offset"),
+        ({TP(topic="a", partition=True): 1}, "not an int"),
+        ({TP(topic="a", partition=0): 1.5}, "not an int"),
     ],
 )
 def test_write_rejects_invalid_entries_before_touching_the_file(
@@ -164,10 +180,10 @@ def test_write_rejects_invalid_entries_before_touching_the_file(
     offsets: dict[TopicPartition, int],
     message: str,
 ) -> None:
-    checkpoint.write({TP("kept", 0): 7})
+    checkpoint.write({TP(topic="kept", partition=0): 7})
     with pytest.raises(ValueError, match=message):
-        checkpoint.write({TP("fine", 0): 1, **offsets})
-    assert checkpoint.read() == {TP("kept", 0): 7}
+        checkpoint.write({TP(topic="fine", partition=0): 1, **offsets})
+    assert checkpoint.read() == {TP(topic="kept", partition=0): 7}
     assert sorted(os.listdir(path.parent)) == [path.name]
 
 
@@ -242,7 +258,7 @@ topics = st.text(
 @settings(max_examples=100, deadline=None)
 @given(
     offsets=st.dictionaries(
-        st.builds(TopicPartition, topics, st.integers(0, 2**31 - 1)),
+        st.builds(TopicPartition, topic=topics, partition=st.integers(0, 2**31 - 1)),
         st.integers(0, 2**63 - 1),
         max_size=20,
     )

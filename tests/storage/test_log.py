@@ -16,6 +16,7 @@ from pathlib import Path
 import crc32c
 import pytest
 
+from kafkactor.common import TopicPartition
 from kafkactor.storage.config import LogConfig
 from kafkactor.storage.errors import (
     CorruptRecordError,
@@ -171,7 +172,7 @@ def test_a_new_log_is_empty_with_one_segment(log: Log, log_dir: Path) -> None:
     result = log.read(0, 1000)
     assert result.records == b""
     assert result.fetch_offset_metadata.offset == 0
-    assert log.topic_partition == ("events", 0)
+    assert log.topic_partition == TopicPartition(topic="events", partition=0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1377,7 +1378,7 @@ def test_a_topic_name_may_contain_dashes(tmp_path: Path, clock: ManualClock, nam
     log = open_log(tmp_path / name, clock)
     try:
         topic, partition = name.rsplit("-", 1)
-        assert log.topic_partition == (topic, int(partition))
+        assert log.topic_partition == TopicPartition(topic=topic, partition=int(partition))
     finally:
         log.close()
 

@@ -627,7 +627,10 @@ def test_a_crashed_log_is_closed(log: Log) -> None:
 
 def test_a_log_manager_power_loss_cuts_every_log(tmp_path: Path, clock: ManualClock) -> None:
     config = LogManagerConfig(default_log_config=SMALL)
-    events_tp, audit_tp = TopicPartition("events", 0), TopicPartition("audit", 3)
+    events_tp, audit_tp = (
+        TopicPartition(topic="events", partition=0),
+        TopicPartition(topic="audit", partition=3),
+    )
     with Scheduler(clock) as scheduler:
         manager = LogManager(tmp_path, scheduler, config, clock=clock).startup()
         events_log = manager.get_or_create_log(events_tp)
@@ -655,7 +658,7 @@ def test_a_log_manager_crash_without_power_loss_keeps_every_append(
     tmp_path: Path, clock: ManualClock
 ) -> None:
     config = LogManagerConfig(default_log_config=SMALL)
-    tp = TopicPartition("events", 0)
+    tp = TopicPartition(topic="events", partition=0)
     with Scheduler(clock) as scheduler:
         manager = LogManager(tmp_path, scheduler, config, clock=clock).startup()
         log = manager.get_or_create_log(tp)

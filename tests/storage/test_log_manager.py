@@ -24,8 +24,8 @@ from kafkactor.storage import (
 )
 from kafkactor.timer import ManualClock, Scheduler
 
-TP = TopicPartition("events", 0)
-OTHER = TopicPartition("audit", 3)
+TP = TopicPartition(topic="events", partition=0)
+OTHER = TopicPartition(topic="audit", partition=3)
 SMALL = LogConfig(segment_bytes=1024, index_interval_bytes=64, retention_ms=10_000)
 
 

@@ -6,7 +6,7 @@
 
 from kafkactor.actors.controller import zk_data
 from kafkactor.actors.controller.controller import ControllerActor, ControllerFencedError
-from kafkactor.actors.controller.state import ControllerState, LeadershipChange, PartitionLeadership
+from kafkactor.actors.controller.state import ControllerState, LeadershipChange
 from kafkactor.actors.controller.zk_session import ZooKeeperSession
 
 __all__ = [
@@ -14,7 +14,6 @@ __all__ = [
     "ControllerFencedError",
     "ControllerState",
     "LeadershipChange",
-    "PartitionLeadership",
     "ZooKeeperSession",
     "zk_data",
 ]

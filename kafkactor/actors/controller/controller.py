@@ -5,15 +5,20 @@ from __future__ import annotations
 import contextlib
 import itertools
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType
 
 from kafkactor.actors.controller import zk_data
-from kafkactor.actors.controller.state import ControllerState, LeadershipChange, PartitionLeadership
+from kafkactor.actors.controller.state import (
+    ControllerState,
+    LeadershipChange,
+)
 from kafkactor.actors.controller.zk_session import ZooKeeperSession
 from kafkactor.actors.runtime import Directory, TracedActor, addresses, handles
+from kafkactor.common import PartitionLeaderState, TopicPartition
 from kafkactor.messages import Response
 from kafkactor.messages.controller import (
     BrokersChanged,
@@ -23,12 +28,7 @@ from kafkactor.messages.controller import (
     ZooKeeperSessionLost,
     ZooKeeperSessionStarted,
 )
-from kafkactor.messages.replication import (
-    LeaderAndIsr,
-    LeaderAndIsrResponse,
-    PartitionLeaderState,
-    UpdateMetadata,
-)
+from kafkactor.messages.replication import LeaderAndIsr, LeaderAndIsrResponse, UpdateMetadata
 from kafkactor.storage import LogConfig
 from kafkactor.timer import Clock
 
@@ -82,7 +82,7 @@ class ControllerActor(TracedActor):
         self.epoch_zk_version = -1
         self.is_controller = False
         self.state = ControllerState()
-        self._decided_at: dict[tuple[str, int], int] = {}  # state znode mzxid, at take-over
+        self._decided_at: dict[TopicPartition, int] = {}  # state znode mzxid, at take-over
         self._ids = itertools.count(1)
 
     @property
@@ -226,7 +226,7 @@ class ControllerActor(TracedActor):
     def _load_topics(self, topics: Iterable[str]) -> list[LeadershipChange]:
         """Read new topics; partitions without a state znode are new and get leaders."""
         changes: list[LeadershipChange] = []
-        known = {topic for topic, _ in self.state.partitions}
+        known = {tp.topic for tp in self.state.partitions}
         for topic in sorted(set(topics) - known):
             try:
                 data, _ = self._zk.get(zk_data.topic_path(topic))
@@ -244,24 +244,15 @@ class ControllerActor(TracedActor):
                     fresh[partition] = replicas
                     continue
                 try:
-                    found = zk_data.LeaderIsrState.decode(topic, partition, state_data)
+                    found = zk_data.decode_partition_state(
+                        topic, partition, state_data, replicas=replicas, zk_version=stat.version
+                    )
                 except zk_data.MalformedZnodeError as error:
                     # Kafka would stop here; we leave that partition alone and go on
                     self.log_event("controller.bad_partition_state", path=path, error=str(error))
                     continue
-                self._decided_at[(topic, partition)] = int(stat.mzxid)
-                self.state.load(
-                    PartitionLeadership(
-                        topic=topic,
-                        partition=partition,
-                        replicas=replicas,
-                        leader=found.leader,
-                        leader_epoch=found.leader_epoch,
-                        isr=found.isr,
-                        zk_version=stat.version,
-                    ),
-                    unclean=unclean,
-                )
+                self._decided_at[found.topic_partition] = int(stat.mzxid)
+                self.state.load(found, unclean=unclean)
             changes += self.state.add_topic(topic, fresh, unclean=unclean)
         return changes
 
@@ -311,7 +302,7 @@ class ControllerActor(TracedActor):
         if not self.is_controller:
             return
         notifications = self._watch_children(zk_data.ISR_CHANGE_NOTIFICATION, IsrChangeNotified())
-        changed: set[tuple[str, int]] = set()
+        changed: set[TopicPartition] = set()
         for name in sorted(notifications):
             path = f"{zk_data.ISR_CHANGE_NOTIFICATION}/{name}"
             try:
@@ -321,14 +312,14 @@ class ControllerActor(TracedActor):
                 self.log_event("controller.bad_isr_notification", path=path, error=str(error))
             with contextlib.suppress(NoNodeError):
                 self._zk.delete(path)
-        for topic, partition in sorted(changed):
+        for tp in sorted(changed):
             try:
-                data, stat = self._zk.get(zk_data.partition_state_path(topic, partition))
+                data, stat = self._zk.get(zk_data.partition_state_path(tp.topic, tp.partition))
             except NoNodeError:
                 continue
-            found = zk_data.LeaderIsrState.decode(topic, partition, data)
+            found = zk_data.decode_partition_state(tp.topic, tp.partition, data)
             self.state.isr_changed(
-                (topic, partition),
+                found.topic_partition,
                 leader=found.leader,
                 leader_epoch=found.leader_epoch,
                 isr=found.isr,
@@ -378,7 +369,7 @@ class ControllerActor(TracedActor):
             )
         self._send_leader_and_isr(written)
 
-    def _write(self, change: LeadershipChange) -> PartitionLeadership:
+    def _write(self, change: LeadershipChange) -> PartitionLeaderState:
         """Write a decision with a versioned set (a create for a new partition).
 
         When the znode changed under us (a leader updated the ISR), its content is taken as the
@@ -389,12 +380,7 @@ class ControllerActor(TracedActor):
         path = zk_data.partition_state_path(state.topic, state.partition)
         create = change.before is None
         for _ in range(WRITE_ATTEMPTS):
-            data = zk_data.LeaderIsrState(
-                leader=state.leader,
-                leader_epoch=state.leader_epoch,
-                isr=state.isr,
-                controller_epoch=self.epoch,
-            ).encode()
+            data = zk_data.encode_partition_state(replace(state, controller_epoch=self.epoch))
             try:
                 if create:
                     self._zk.create(path, data, makepath=True)
@@ -404,40 +390,31 @@ class ControllerActor(TracedActor):
             except (NodeExistsError, BadVersionError):
                 create = False
                 current, stat = self._zk.get(path)
-                found = zk_data.LeaderIsrState.decode(state.topic, state.partition, current)
+                found = zk_data.decode_partition_state(state.topic, state.partition, current)
                 if found.controller_epoch > self.epoch:
                     raise ControllerFencedError(
                         f"{path} was written by controller epoch {found.controller_epoch}"
                     ) from None
                 self.state.isr_changed(
-                    state.key,
+                    state.topic_partition,
                     leader=found.leader,
                     leader_epoch=found.leader_epoch,
                     isr=found.isr,
                     zk_version=stat.version,
                 )
-                again = self.state.reconsider(state.key)
+                again = self.state.reconsider(state.topic_partition)
                 if again is None:
-                    return self.state.partitions[state.key]
+                    return self.state.partitions[state.topic_partition]
                 state = again.after
         raise ControllerFencedError(f"{path} kept changing under controller epoch {self.epoch}")
 
     # -- requests to brokers -----------------------------------------------------------------------
 
-    def _leader_state(self, p: PartitionLeadership) -> PartitionLeaderState:
-        return PartitionLeaderState(
-            topic=p.topic,
-            partition=p.partition,
-            controller_epoch=self.epoch,
-            leader=p.leader,
-            leader_epoch=p.leader_epoch,
-            isr=p.isr,
-            replicas=p.replicas,
-            zk_version=p.zk_version,
-        )
+    def _leader_state(self, p: PartitionLeaderState) -> PartitionLeaderState:
+        return replace(p, controller_epoch=self.epoch)
 
     def _send_leader_and_isr(
-        self, partitions: Iterable[PartitionLeadership], only: set[int] | None = None
+        self, partitions: Iterable[PartitionLeaderState], only: set[int] | None = None
     ) -> None:
         by_broker: dict[int, list[PartitionLeaderState]] = {}
         for p in partitions:

@@ -5,38 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from kafkactor.messages.replication import NO_LEADER
-
-TopicPartitionKey = tuple[str, int]
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionLeadership:
-    """What the controller knows of one partition: assignment, leader, epoch, ISR, znode version."""
-
-    topic: str
-    partition: int
-    replicas: tuple[int, ...]
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    zk_version: int = 0
-
-    @property
-    def key(self) -> TopicPartitionKey:
-        return (self.topic, self.partition)
-
-    @property
-    def online(self) -> bool:
-        return self.leader != NO_LEADER
+from kafkactor.common import NO_LEADER, PartitionLeaderState, TopicPartition
 
 
 @dataclass(frozen=True, slots=True)
 class LeadershipChange:
     """A partition's new leadership, to write to its state znode and send as LeaderAndIsr."""
 
-    before: PartitionLeadership | None
-    after: PartitionLeadership
+    before: PartitionLeaderState | None
+    after: PartitionLeaderState
     reason: str
     unclean: bool = False
 
@@ -60,7 +37,7 @@ class ControllerState:
     def __init__(self) -> None:
         self.live_brokers: set[int] = set()
         self.broker_epochs: dict[int, int] = {}  # live broker -> czxid of its registration
-        self.partitions: dict[TopicPartitionKey, PartitionLeadership] = {}
+        self.partitions: dict[TopicPartition, PartitionLeaderState] = {}
         self.unclean_topics: set[str] = set()
 
     # -- topics ----------------------------------------------------------------------------------
@@ -75,10 +52,10 @@ class ControllerState:
             self.unclean_topics.discard(topic)
         changes = []
         for partition, replicas in sorted(assignment.items()):
-            if (topic, partition) in self.partitions:
+            if TopicPartition(topic=topic, partition=partition) in self.partitions:
                 continue
             live = tuple(r for r in replicas if r in self.live_brokers)
-            state = PartitionLeadership(
+            state = PartitionLeaderState(
                 topic=topic,
                 partition=partition,
                 replicas=tuple(replicas),
@@ -86,17 +63,17 @@ class ControllerState:
                 leader_epoch=0,
                 isr=live,
             )
-            self.partitions[state.key] = state
+            self.partitions[state.topic_partition] = state
             changes.append(LeadershipChange(None, state, "new partition"))
         return changes
 
-    def load(self, state: PartitionLeadership, *, unclean: bool = False) -> None:
+    def load(self, state: PartitionLeaderState, *, unclean: bool = False) -> None:
         """Take over a partition as found in ZooKeeper (controller failover)."""
-        self.partitions[state.key] = state
+        self.partitions[state.topic_partition] = state
         if unclean:
             self.unclean_topics.add(state.topic)
 
-    def offline_partitions(self) -> list[PartitionLeadership]:
+    def offline_partitions(self) -> list[PartitionLeaderState]:
         """Partitions without a live leader."""
         return [p for p in self.partitions.values() if p.leader not in self.live_brokers]
 
@@ -116,7 +93,7 @@ class ControllerState:
                 changes.append(change)
         return changes
 
-    def _reconsider(self, state: PartitionLeadership, dead: set[int]) -> LeadershipChange | None:
+    def _reconsider(self, state: PartitionLeaderState, dead: set[int]) -> LeadershipChange | None:
         live = self.live_brokers
         if state.leader in live:
             gone = tuple(r for r in state.isr if r in dead)
@@ -137,7 +114,7 @@ class ControllerState:
         }
 
     def replicas_restarted(
-        self, key: TopicPartitionKey, restarted: Iterable[int]
+        self, key: TopicPartition, restarted: Iterable[int]
     ) -> LeadershipChange | None:
         """Replicas of `key` that registered again after its state was decided: what the state
         says of them describes an earlier run, which may have lost unflushed records. As for a
@@ -159,7 +136,7 @@ class ControllerState:
             self.partitions[key] = change.after
         return change
 
-    def reconsider(self, key: TopicPartitionKey) -> LeadershipChange | None:
+    def reconsider(self, key: TopicPartition) -> LeadershipChange | None:
         """Decide again for one partition (after its znode changed under us)."""
         state = self.partitions[key]
         change = self._reconsider(state, set(state.isr) - self.live_brokers)
@@ -167,7 +144,7 @@ class ControllerState:
             self.partitions[key] = change.after
         return change
 
-    def elect(self, state: PartitionLeadership, reason: str) -> LeadershipChange | None:
+    def elect(self, state: PartitionLeaderState, reason: str) -> LeadershipChange | None:
         """A new leader for `state` from its live ISR (or uncleanly); None when nothing changes."""
         live = self.live_brokers
         live_replicas = tuple(r for r in state.replicas if r in live)
@@ -203,13 +180,13 @@ class ControllerState:
 
     def isr_changed(
         self,
-        key: TopicPartitionKey,
+        key: TopicPartition,
         *,
         leader: int,
         leader_epoch: int,
         isr: tuple[int, ...],
         zk_version: int,
-    ) -> PartitionLeadership | None:
+    ) -> PartitionLeaderState | None:
         """A leader changed the ISR in the state znode; the cached state follows it."""
         state = self.partitions.get(key)
         if state is None:
@@ -220,12 +197,12 @@ class ControllerState:
         self.partitions[key] = updated
         return updated
 
-    def written(self, state: PartitionLeadership, zk_version: int) -> PartitionLeadership:
+    def written(self, state: PartitionLeaderState, zk_version: int) -> PartitionLeaderState:
         """The state znode now holds `state` at `zk_version`."""
         updated = replace(state, zk_version=zk_version)
-        self.partitions[state.key] = updated
+        self.partitions[state.topic_partition] = updated
         return updated
 
-    def partitions_of(self, broker: int) -> list[PartitionLeadership]:
+    def partitions_of(self, broker: int) -> list[PartitionLeaderState]:
         """Partitions with a replica on `broker`."""
         return [p for p in self.partitions.values() if broker in p.replicas]

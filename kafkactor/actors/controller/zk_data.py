@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kafkactor.common import PartitionLeaderState, TopicPartition
 from kafkactor.storage import LogConfig
 
 BROKER_IDS = "/brokers/ids"
@@ -167,48 +168,55 @@ def decode_assignment(topic: str, data: bytes) -> dict[int, tuple[int, ...]]:
     return assignment
 
 
-@dataclass(frozen=True, slots=True)
-class LeaderIsrState:
+def encode_partition_state(state: PartitionLeaderState) -> bytes:
     """`/brokers/topics/<t>/partitions/<p>/state`: leader, leader epoch, ISR, controller epoch."""
+    return _dump(
+        {
+            "controller_epoch": state.controller_epoch,
+            "leader": state.leader,
+            "version": 1,
+            "leader_epoch": state.leader_epoch,
+            "isr": list(state.isr),
+        }
+    )
 
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    controller_epoch: int
 
-    def encode(self) -> bytes:
-        return _dump(
-            {
-                "controller_epoch": self.controller_epoch,
-                "leader": self.leader,
-                "version": 1,
-                "leader_epoch": self.leader_epoch,
-                "isr": list(self.isr),
-            }
-        )
-
-    @classmethod
-    def decode(cls, topic: str, partition: int, data: bytes) -> LeaderIsrState:
-        path = partition_state_path(topic, partition)
-        body = _object(path, _load(path, data))
-        return cls(
-            leader=_int(path, body.get("leader"), "leader"),
-            leader_epoch=_int(path, body.get("leader_epoch"), "leader_epoch"),
-            isr=_int_list(path, body.get("isr"), "isr"),
-            controller_epoch=_int(path, body.get("controller_epoch"), "controller_epoch"),
-        )
+def decode_partition_state(
+    topic: str,
+    partition: int,
+    data: bytes,
+    *,
+    replicas: tuple[int, ...] = (),
+    zk_version: int = 0,
+) -> PartitionLeaderState:
+    """A partition's state znode, with the assignment and znode version the caller knows."""
+    path = partition_state_path(topic, partition)
+    body = _object(path, _load(path, data))
+    return PartitionLeaderState(
+        topic=topic,
+        partition=partition,
+        leader=_int(path, body.get("leader"), "leader"),
+        leader_epoch=_int(path, body.get("leader_epoch"), "leader_epoch"),
+        isr=_int_list(path, body.get("isr"), "isr"),
+        controller_epoch=_int(path, body.get("controller_epoch"), "controller_epoch"),
+        replicas=replicas,
+        zk_version=zk_version,
+    )
 
 
 # -- /isr_change_notification ----------------------------------------------------------------
 
 
-def encode_isr_change(partitions: list[tuple[str, int]]) -> bytes:
+def encode_isr_change(partitions: list[TopicPartition]) -> bytes:
     return _dump(
-        {"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]}
+        {
+            "version": 1,
+            "partitions": [{"topic": tp.topic, "partition": tp.partition} for tp in partitions],
+        }
     )
 
 
-def decode_isr_change(path: str, data: bytes) -> list[tuple[str, int]]:
+def decode_isr_change(path: str, data: bytes) -> list[TopicPartition]:
     body = _object(path, _load(path, data))
     entries = body.get("partitions")
     if not isinstance(entries, list):
@@ -219,7 +227,9 @@ def decode_isr_change(path: str, data: bytes) -> list[tuple[str, int]]:
         topic = item.get("topic")
         if not isinstance(topic, str):
             raise MalformedZnodeError(path, f"topic {topic!r} is not a string")
-        out.append((topic, _int(path, item.get("partition"), "partition")))
+        out.append(
+            TopicPartition(topic=topic, partition=_int(path, item.get("partition"), "partition"))
+        )
     return out
 
 

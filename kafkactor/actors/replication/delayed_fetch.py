@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from kafkactor.actors.purgatory import PurgatoryActor, RequestOperation
 from kafkactor.actors.replication.request_log import log_fetch_response
+from kafkactor.common import LogOffsetMetadata, TopicPartition
 from kafkactor.messages import ErrorCode
 from kafkactor.messages.purgatory import DelayOperation
 from kafkactor.messages.replication import (
@@ -15,9 +16,7 @@ from kafkactor.messages.replication import (
     FetchPartitionData,
     FetchResponse,
     FetchSpec,
-    OffsetPosition,
     PartitionSnapshot,
-    partition_key,
 )
 from kafkactor.storage import Log, LogClosedError, OffsetOutOfRangeError, StorageError
 
@@ -40,10 +39,10 @@ class DelayedFetch(RequestOperation):
         self.snapshots: dict[str, PartitionSnapshot] = getattr(actor, "snapshots", {})
         self.logs: Mapping[str, Log] = getattr(actor, "logs", {})
         self.from_consumer = spec.replica_id == CONSUMER_REPLICA_ID
-        self.keys = [partition_key(p.topic, p.partition) for p in spec.partitions]
-        self._fetch_positions: dict[str, OffsetPosition] = {}
+        self.keys = [str(TopicPartition.of(p)) for p in spec.partitions]
+        self._fetch_positions: dict[str, LogOffsetMetadata] = {}
 
-    def _readable_end(self, snapshot: PartitionSnapshot) -> OffsetPosition:
+    def _readable_end(self, snapshot: PartitionSnapshot) -> LogOffsetMetadata:
         return snapshot.high_watermark if self.from_consumer else snapshot.log_end
 
     def try_complete(self) -> bool:
@@ -68,7 +67,7 @@ class DelayedFetch(RequestOperation):
             return self.force_complete()  # case D
         return False
 
-    def _fetch_position(self, key: str, offset: int) -> OffsetPosition | None:
+    def _fetch_position(self, key: str, offset: int) -> LogOffsetMetadata | None:
         position = self._fetch_positions.get(key)
         if position is not None:
             return position
@@ -79,7 +78,7 @@ class DelayedFetch(RequestOperation):
             metadata = log.offset_metadata(offset)
         except StorageError:
             return None
-        position = OffsetPosition(
+        position = LogOffsetMetadata(
             offset=metadata.offset,
             segment_base_offset=metadata.segment_base_offset,
             position=metadata.position,

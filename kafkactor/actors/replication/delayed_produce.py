@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kafkactor.actors.purgatory import PurgatoryActor, RequestOperation
 from kafkactor.actors.replication.request_log import log_produce_response
+from kafkactor.common import TopicPartition
 from kafkactor.messages import ErrorCode
 from kafkactor.messages.purgatory import DelayOperation
 from kafkactor.messages.replication import (
@@ -12,7 +13,6 @@ from kafkactor.messages.replication import (
     ProducePartitionStatus,
     ProduceResponse,
     ProduceSpec,
-    partition_key,
 )
 
 
@@ -53,7 +53,7 @@ class DelayedProduce(RequestOperation):
         self.errors: dict[str, ErrorCode] = {}
         self.pending: dict[str, ProducePartitionStatus] = {}
         for status in spec.partitions:
-            key = partition_key(status.topic, status.partition)
+            key = str(TopicPartition.of(status))
             if status.error_code is ErrorCode.NONE:
                 self.pending[key] = status
             else:
@@ -76,7 +76,7 @@ class DelayedProduce(RequestOperation):
     def on_complete(self) -> None:
         results = []
         for status in self.spec.partitions:
-            key = partition_key(status.topic, status.partition)
+            key = str(TopicPartition.of(status))
             error = self.errors.get(key, ErrorCode.REQUEST_TIMED_OUT)
             results.append(
                 ProducePartitionResult(

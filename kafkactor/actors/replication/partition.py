@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from kafkactor.common import NO_LEADER, PartitionLeaderState
 from kafkactor.messages import ErrorCode
-from kafkactor.messages.replication import NO_LEADER, PartitionLeaderState
 
 UNKNOWN_OFFSET = -1  # a remote replica's log end offset before its first fetch
 

@@ -12,6 +12,7 @@ from kafkactor.actors.replication.epoch_truncation import truncation_point
 from kafkactor.actors.replication.high_watermarks import HighWatermarks
 from kafkactor.actors.replication.partition import PartitionState
 from kafkactor.actors.runtime import Directory, TracedActor, handles
+from kafkactor.common import LogOffsetMetadata, PartitionLeaderState, TopicPartition
 from kafkactor.messages import ErrorCode
 from kafkactor.messages.replication import (
     AppendAsFollower,
@@ -27,13 +28,11 @@ from kafkactor.messages.replication import (
     LeadershipChanged,
     LogEndOffsetAdvanced,
     MaybeShrinkIsr,
-    OffsetPosition,
     PartitionDescription,
     PartitionSnapshot,
     PartitionStateApplied,
     StopPartition,
     TruncateFollower,
-    partition_key,
 )
 from kafkactor.storage import (
     CorruptRecordError,
@@ -44,8 +43,6 @@ from kafkactor.storage import (
     StorageError,
     UnsupportedCompressionError,
 )
-from kafkactor.storage.checkpoint import TopicPartition
-from kafkactor.storage.log_info import LogOffsetMetadata
 from kafkactor.timer import Clock
 
 
@@ -60,14 +57,6 @@ def storage_error_code(error: Exception) -> ErrorCode:
     if isinstance(error, InvalidAppendOffsetError):
         return ErrorCode.OFFSET_OUT_OF_RANGE
     return ErrorCode.KAFKA_STORAGE_ERROR
-
-
-def _position(metadata: LogOffsetMetadata) -> OffsetPosition:
-    return OffsetPosition(
-        offset=metadata.offset,
-        segment_base_offset=metadata.segment_base_offset,
-        position=metadata.position,
-    )
 
 
 class PartitionActor(TracedActor):
@@ -106,12 +95,12 @@ class PartitionActor(TracedActor):
             state.isr_guard = self._write_isr
         self.log = log
         self.state = state
-        self.key = partition_key(state.topic, state.partition)
-        self.tp = TopicPartition(state.topic, state.partition)
+        self.key = str(TopicPartition.of(state))
+        self.tp = TopicPartition(topic=state.topic, partition=state.partition)
         self.produce_purgatory = produce_purgatory
         self.fetch_purgatory = fetch_purgatory
         self.high_watermarks = high_watermarks
-        self._hw_position: OffsetPosition | None = None
+        self._hw_position: LogOffsetMetadata | None = None
         self._stopped = False
         if high_watermarks is not None:
             high_watermarks.update(self.tp, state.high_watermark)
@@ -497,12 +486,16 @@ class PartitionActor(TracedActor):
         assert self.zk is not None  # the guard is only installed with a session
         client = self.zk.client
         path = zk_data.partition_state_path(state.topic, state.partition)
-        data = zk_data.LeaderIsrState(
-            leader=state.leader,
-            leader_epoch=state.leader_epoch,
-            isr=isr,
-            controller_epoch=state.controller_epoch,
-        ).encode()
+        data = zk_data.encode_partition_state(
+            PartitionLeaderState(
+                topic=state.topic,
+                partition=state.partition,
+                controller_epoch=state.controller_epoch,
+                leader=state.leader,
+                leader_epoch=state.leader_epoch,
+                isr=isr,
+            )
+        )
         try:
             stat = client.set(path, data, version=state.zk_version)
         except (BadVersionError, NoNodeError) as error:
@@ -528,7 +521,9 @@ class PartitionActor(TracedActor):
         with contextlib.suppress(Exception):  # the ISR is written; the notice is best effort
             client.create(
                 f"{zk_data.ISR_CHANGE_NOTIFICATION}/{zk_data.ISR_CHANGE_PREFIX}",
-                zk_data.encode_isr_change([(state.topic, state.partition)]),
+                zk_data.encode_isr_change(
+                    [TopicPartition(topic=state.topic, partition=state.partition)]
+                ),
                 sequence=True,
                 makepath=True,
             )
@@ -544,9 +539,9 @@ class PartitionActor(TracedActor):
         hw_position = self._hw_position
         if hw_position is None or hw_position.offset != state.high_watermark:
             if state.high_watermark >= log_end.offset:
-                hw_position = _position(log_end)
+                hw_position = log_end
             else:
-                hw_position = _position(self.log.offset_metadata(state.high_watermark))
+                hw_position = self.log.offset_metadata(state.high_watermark)
             self._hw_position = hw_position
         return kind(
             key=self.key,
@@ -560,7 +555,7 @@ class PartitionActor(TracedActor):
             min_insync_replicas=state.min_insync_replicas,
             log_start_offset=self.log.log_start_offset,
             high_watermark=hw_position,
-            log_end=_position(log_end),
+            log_end=log_end,
         )
 
     def _publish(

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from kafkactor import tracing
 from kafkactor.actors.runtime import Directory, TraceContext, TracedActor, addresses, handles
+from kafkactor.common import TopicPartition
 from kafkactor.messages import ErrorCode, ErrorResponse, Request
 from kafkactor.messages.replication import (
     UNDEFINED_EPOCH,
@@ -29,7 +30,6 @@ from kafkactor.messages.replication import (
     OffsetsForLeaderEpochResponse,
     RemoveFetcherPartitions,
     TruncateFollower,
-    partition_key,
 )
 from kafkactor.timer import CallbackTask, Clock, Timer
 
@@ -122,7 +122,7 @@ class ReplicaFetcherActor(TracedActor):
     @handles(AddFetcherPartitions)
     def _on_add(self, request: AddFetcherPartitions) -> None:
         for p in request.partitions:
-            key = partition_key(p.topic, p.partition)
+            key = str(TopicPartition.of(p))
             current = self.partitions.get(key)
             if current is not None and not p.truncate:
                 current.leader_epoch = p.leader_epoch  # same leader, newer epoch
@@ -141,7 +141,7 @@ class ReplicaFetcherActor(TracedActor):
     @handles(RemoveFetcherPartitions)
     def _on_remove(self, request: RemoveFetcherPartitions) -> None:
         for p in request.partitions:
-            self.partitions.pop(partition_key(p.topic, p.partition), None)
+            self.partitions.pop(str(TopicPartition.of(p)), None)
 
     # -- the loop ----------------------------------------------------------------------------------
 
@@ -291,7 +291,7 @@ class ReplicaFetcherActor(TracedActor):
             return
         failed: list[FetchState] = []
         for data in response.partitions:
-            key = partition_key(data.topic, data.partition)
+            key = str(TopicPartition.of(data))
             state = self.partitions.get(key)
             if state is None or state.truncating or state.busy:
                 continue  # removed, or re-added for a new leader, while the fetch was out
@@ -323,7 +323,7 @@ class ReplicaFetcherActor(TracedActor):
         asked = self._asked.pop(response.correlation_id, ())
         if not self._answered(response.correlation_id):
             return
-        answers = {partition_key(a.topic, a.partition): a for a in response.partitions}
+        answers = {str(TopicPartition.of(a)): a for a in response.partitions}
         failed: list[FetchState] = []
         for state in asked:
             state.busy = False

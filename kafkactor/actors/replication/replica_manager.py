@@ -23,6 +23,7 @@ from kafkactor.actors.replication.request_log import (
     log_produce_response,
 )
 from kafkactor.actors.runtime import Directory, TraceContext, TracedActor, addresses, handles
+from kafkactor.common import PartitionLeaderState, TopicPartition
 from kafkactor.messages import ErrorCode, ErrorResponse, Request, Response
 from kafkactor.messages.purgatory import DelayOperation
 from kafkactor.messages.replication import (
@@ -45,7 +46,6 @@ from kafkactor.messages.replication import (
     OffsetsForLeaderEpochRequest,
     OffsetsForLeaderEpochResponse,
     PartitionError,
-    PartitionLeaderState,
     PartitionMetadata,
     PartitionStateApplied,
     ProducePartitionResult,
@@ -58,12 +58,10 @@ from kafkactor.messages.replication import (
     StopReplica,
     StopReplicaResponse,
     TopicMetadata,
-    TopicPartitionRef,
     UpdateMetadata,
     UpdateMetadataResponse,
-    partition_key,
 )
-from kafkactor.storage import Log, LogConfig, LogManager, TopicPartition
+from kafkactor.storage import Log, LogConfig, LogManager
 from kafkactor.timer import Clock, Scheduler, Timer
 
 
@@ -224,7 +222,7 @@ class ReplicaManagerActor(TracedActor):
         early: dict[str, ProducePartitionResult] = {}
         appends: dict[str, tuple[LocalReplica, AppendRecords]] = {}
         for part in request.partitions:
-            key = partition_key(part.topic, part.partition)
+            key = str(TopicPartition.of(part))
             replica = self.replicas.get(key)
             error = self._leader_error(part.topic, part.partition, replica)
             if error is not ErrorCode.NONE or replica is None:
@@ -265,7 +263,7 @@ class ReplicaManagerActor(TracedActor):
     ) -> None:
         statuses: list[ProducePartitionStatus] = []
         for part in request.partitions:
-            key = partition_key(part.topic, part.partition)
+            key = str(TopicPartition.of(part))
             response = responses.get(key)
             if key in early:
                 error = early[key].error_code
@@ -297,9 +295,7 @@ class ReplicaManagerActor(TracedActor):
         if request.acks != -1 or not waiting:
             self._answer_produce(request, received_ms, results, trace=trace)
             return
-        keys = tuple(
-            partition_key(s.topic, s.partition) for s in statuses if s.error_code is ErrorCode.NONE
-        )
+        keys = tuple(str(TopicPartition.of(s)) for s in statuses if s.error_code is ErrorCode.NONE)
         self.send(
             addresses.produce_purgatory(self.broker_id),
             DelayOperation(
@@ -365,7 +361,7 @@ class ReplicaManagerActor(TracedActor):
             return
         if request.replica_id >= 0:  # a follower: its fetch offset is its log end
             for part in request.partitions:
-                replica = self.replicas.get(partition_key(part.topic, part.partition))
+                replica = self.replicas.get(str(TopicPartition.of(part)))
                 if replica is not None and replica.is_leader:
                     self.send(
                         replica.address,
@@ -387,7 +383,7 @@ class ReplicaManagerActor(TracedActor):
                     partitions=request.partitions,
                     received_ms=received_ms,
                 ),
-                keys=tuple(partition_key(p.topic, p.partition) for p in request.partitions),
+                keys=tuple(str(TopicPartition.of(p)) for p in request.partitions),
                 timeout_ms=max(0, request.max_wait_ms),
             ),
         )
@@ -415,7 +411,7 @@ class ReplicaManagerActor(TracedActor):
         broker has not heard of it yet); both retry after the controller's news arrives."""
         answers = []
         for part in request.partitions:
-            replica = self.replicas.get(partition_key(part.topic, part.partition))
+            replica = self.replicas.get(str(TopicPartition.of(part)))
             error = self._leader_error(part.topic, part.partition, replica)
             if replica is not None and error is ErrorCode.NONE and part.current_leader_epoch >= 0:
                 if part.current_leader_epoch < replica.leader_epoch:
@@ -518,7 +514,7 @@ class ReplicaManagerActor(TracedActor):
         errors: dict[str, ErrorCode] = {}
         orders: dict[str, tuple[str, Any]] = {}
         for state in request.partition_states:
-            key = partition_key(state.topic, state.partition)
+            key = str(TopicPartition.of(state))
             if self.broker_id not in state.replicas:
                 errors[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
@@ -526,7 +522,7 @@ class ReplicaManagerActor(TracedActor):
             if state.leader == self.broker_id:
                 self._remove_from_fetcher(key)  # a new leader stops fetching first
             orders[key] = (replica.address, BecomeLeaderOrFollower(state=state))
-        states = {partition_key(s.topic, s.partition): s for s in request.partition_states}
+        states = {str(TopicPartition.of(s)): s for s in request.partition_states}
 
         def applied(responses: dict[str, Response]) -> None:
             self._applied(request, states, errors, responses)
@@ -586,7 +582,7 @@ class ReplicaManagerActor(TracedActor):
                 AddFetcherPartitions(partitions=tuple(partitions)),
             )
             for p in partitions:
-                self.fetcher_of[partition_key(p.topic, p.partition)] = leader
+                self.fetcher_of[str(TopicPartition.of(p))] = leader
         self.reply(
             request,
             LeaderAndIsrResponse(
@@ -599,11 +595,11 @@ class ReplicaManagerActor(TracedActor):
 
     def _replica(self, topic: str, partition: int) -> LocalReplica:
         """The local replica's actor (started on first use) with its log (opened or created)."""
-        key = partition_key(topic, partition)
+        key = str(TopicPartition(topic=topic, partition=partition))
         replica = self.replicas.get(key)
         if replica is not None:
             return replica
-        tp = TopicPartition(topic, partition)
+        tp = TopicPartition(topic=topic, partition=partition)
         log = self.log_manager.get_or_create_log(tp, self.topic_configs.get(topic))
         state = PartitionState(
             topic,
@@ -666,7 +662,7 @@ class ReplicaManagerActor(TracedActor):
         self.send(
             addresses.fetcher(self.broker_id, leader),
             RemoveFetcherPartitions(
-                partitions=(TopicPartitionRef(topic=replica.topic, partition=replica.partition),)
+                partitions=(TopicPartition(topic=replica.topic, partition=replica.partition),)
             ),
         )
 
@@ -680,7 +676,7 @@ class ReplicaManagerActor(TracedActor):
             return
         orders: dict[str, tuple[str, Any]] = {}
         for ref in request.partitions:
-            key = partition_key(ref.topic, ref.partition)
+            key = str(TopicPartition.of(ref))
             replica = self.replicas.get(key)
             if replica is None:
                 continue
@@ -697,7 +693,7 @@ class ReplicaManagerActor(TracedActor):
                 replica = self.replicas.pop(key)
                 self.logs.pop(key, None)
                 replica.ref.stop(block=False)
-                tp = TopicPartition(replica.topic, replica.partition)
+                tp = TopicPartition(topic=replica.topic, partition=replica.partition)
                 if request.delete_partitions:
                     self.high_watermarks.remove(tp)
                     self.log_manager.delete_log(tp)

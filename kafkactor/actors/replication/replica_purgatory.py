@@ -10,11 +10,7 @@ from kafkactor.actors.purgatory import PurgatoryActor
 from kafkactor.actors.replication.delayed_fetch import DelayedFetch
 from kafkactor.actors.replication.delayed_produce import DelayedProduce
 from kafkactor.actors.runtime import Directory, handles
-from kafkactor.messages.replication import (
-    FetchSpec,
-    PartitionSnapshot,
-    ProduceSpec,
-)
+from kafkactor.messages.replication import FetchSpec, PartitionSnapshot, ProduceSpec
 from kafkactor.storage import Log
 from kafkactor.timer import Clock, Timer
 

@@ -15,11 +15,14 @@ from collections.abc import Iterable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkactor.actors.controller import ControllerState, LeadershipChange, PartitionLeadership
-from kafkactor.actors.controller.state import TopicPartitionKey
-from kafkactor.messages.replication import NO_LEADER
+from kafkactor.actors.controller import ControllerState, LeadershipChange
+from kafkactor.common import NO_LEADER, PartitionLeaderState, TopicPartition
 
 BROKERS = (1, 2, 3, 4, 5)
+
+
+def tp(topic: str, partition: int) -> TopicPartition:
+    return TopicPartition(topic=topic, partition=partition)
 
 
 def controller(live: Iterable[int] = (1, 2, 3)) -> ControllerState:
@@ -38,8 +41,8 @@ def leadership(
     leader_epoch: int = 0,
     isr: tuple[int, ...] = (1, 2, 3),
     zk_version: int = 0,
-) -> PartitionLeadership:
-    return PartitionLeadership(
+) -> PartitionLeaderState:
+    return PartitionLeaderState(
         topic=topic,
         partition=partition,
         replicas=replicas,
@@ -55,12 +58,12 @@ def only_change(changes: list[LeadershipChange]) -> LeadershipChange:
     return changes[0]
 
 
-# -- PartitionLeadership ---------------------------------------------------------------------------
+# -- PartitionLeaderState ------------------------------------------------------------------------
 
 
 def test_partition_leadership_key_and_online() -> None:
     led = leadership(topic="orders", partition=4, leader=2)
-    assert led.key == ("orders", 4)
+    assert led.topic_partition == tp("orders", 4)
     assert led.online
     assert not leadership(leader=NO_LEADER).online
 
@@ -72,24 +75,24 @@ def test_new_partition_led_by_first_live_replica_with_live_replicas_as_isr() -> 
     state = controller(live={2, 3})
     changes = state.add_topic("t", {1: (3, 1, 2), 0: (1, 2, 3)})
 
-    assert [c.after.key for c in changes] == [("t", 0), ("t", 1)]
+    assert [c.after.topic_partition for c in changes] == [tp("t", 0), tp("t", 1)]
     assert all(c.before is None and not c.unclean for c in changes)
     p0, p1 = (c.after for c in changes)
     assert (p0.leader, p0.isr, p0.leader_epoch, p0.replicas) == (2, (2, 3), 0, (1, 2, 3))
     assert (p1.leader, p1.isr, p1.leader_epoch, p1.replicas) == (3, (3, 2), 0, (3, 1, 2))
-    assert state.partitions == {("t", 0): p0, ("t", 1): p1}
+    assert state.partitions == {tp("t", 0): p0, tp("t", 1): p1}
 
 
 def test_add_topic_does_not_re_add_known_partitions() -> None:
     state = controller(live={1, 2, 3})
     state.add_topic("t", {0: (1, 2, 3)})
     state.brokers_changed({2, 3})  # 1 dies: partition 0 is now led by 2 at epoch 1
-    known = state.partitions[("t", 0)]
+    known = state.partitions[tp("t", 0)]
 
     changes = state.add_topic("t", {0: (1, 2, 3), 1: (3, 2)})
 
-    assert [c.after.key for c in changes] == [("t", 1)]
-    assert state.partitions[("t", 0)] == known
+    assert [c.after.topic_partition for c in changes] == [tp("t", 1)]
+    assert state.partitions[tp("t", 0)] == known
     assert (known.leader, known.leader_epoch) == (2, 1)
 
 
@@ -101,7 +104,7 @@ def test_new_partition_without_live_replica_is_led_when_a_replica_starts() -> No
     change = only_change(state.brokers_changed({2, 9}))
 
     assert (change.after.leader, change.after.isr) == (2, (2,))
-    assert state.partitions[("t", 0)].online
+    assert state.partitions[tp("t", 0)].online
 
 
 # -- leader death ----------------------------------------------------------------------------------
@@ -116,7 +119,7 @@ def test_leader_death_elects_first_live_isr_member() -> None:
     assert change.before == created.after
     assert (change.after.leader, change.after.isr, change.after.leader_epoch) == (2, (2, 3), 1)
     assert not change.unclean
-    assert state.partitions[("t", 0)] == change.after
+    assert state.partitions[tp("t", 0)] == change.after
     assert state.offline_partitions() == []
 
 
@@ -150,7 +153,7 @@ def test_leader_and_whole_isr_dead_goes_offline_keeping_isr() -> None:
     assert not change.unclean
     assert state.offline_partitions() == [offline]
     assert state.brokers_changed({3}) == []
-    assert state.partitions[("t", 0)] == offline
+    assert state.partitions[tp("t", 0)] == offline
 
 
 def test_isr_member_returning_leads_again_with_epochs_increasing_throughout() -> None:
@@ -167,7 +170,7 @@ def test_isr_member_returning_leads_again_with_epochs_increasing_throughout() ->
     step({2})  # leader 1 dies: 2 leads, ISR (2,)
     step(set())  # 2 dies: offline, ISR (2,) kept
     assert step({1, 3}) == []  # 1 and 3 are back but were not in the last ISR
-    assert state.offline_partitions() == [state.partitions[("t", 0)]]
+    assert state.offline_partitions() == [state.partitions[tp("t", 0)]]
     step({1, 2, 3})  # 2 returns and leads again
 
     assert [(s.leader, s.isr) for s in history] == [
@@ -193,7 +196,7 @@ def test_unclean_election_lets_first_live_assigned_replica_lead_alone() -> None:
     assert change.unclean
     assert (change.after.leader, change.after.isr) == (2, (2,))
     assert change.after.leader_epoch == shrunk.leader_epoch + 1
-    assert state.partitions[("t", 0)] == change.after
+    assert state.partitions[tp("t", 0)] == change.after
 
 
 def test_unclean_off_stays_offline_although_a_non_isr_replica_is_alive() -> None:
@@ -272,7 +275,7 @@ def test_follower_outside_isr_dying_changes_nothing() -> None:
     state.load(leadership(leader=1, isr=(1, 2), leader_epoch=3))
 
     assert state.brokers_changed({1, 2}) == []
-    assert state.partitions[("t", 0)].leader_epoch == 3
+    assert state.partitions[tp("t", 0)].leader_epoch == 3
 
 
 def test_returning_follower_does_not_rejoin_isr_by_itself() -> None:
@@ -282,7 +285,7 @@ def test_returning_follower_does_not_rejoin_isr_by_itself() -> None:
 
     # The leader adds a caught-up follower back to the ISR, not the controller.
     assert state.brokers_changed({1, 2, 3}) == []
-    assert state.partitions[("t", 0)] == shrunk
+    assert state.partitions[tp("t", 0)] == shrunk
 
 
 def test_unchanged_broker_set_reports_nothing() -> None:
@@ -302,20 +305,23 @@ def test_one_broker_change_affects_every_partition_it_leads_or_follows() -> None
     state = controller(live={1, 2, 3, 4})
     state.add_topic("a", {0: (2, 1, 3), 1: (1, 2), 2: (3, 4)})
     state.add_topic("b", {0: (4, 2), 1: (2, 4)})
-    untouched = state.partitions[("a", 2)]
+    untouched = state.partitions[tp("a", 2)]
 
     changes = state.brokers_changed({1, 3, 4})
 
-    result = {c.after.key: (c.after.leader, c.after.isr, c.after.leader_epoch) for c in changes}
-    assert result == {
-        ("a", 0): (1, (1, 3), 1),  # led by 2: new leader
-        ("a", 1): (1, (1,), 1),  # followed by 2: ISR shrinks
-        ("b", 0): (4, (4,), 1),
-        ("b", 1): (4, (4,), 1),
+    result = {
+        c.after.topic_partition: (c.after.leader, c.after.isr, c.after.leader_epoch)
+        for c in changes
     }
-    assert [c.after.key for c in changes] == sorted(result)
-    assert state.partitions[("a", 2)] == untouched
-    assert all(state.partitions[c.after.key] == c.after for c in changes)
+    assert result == {
+        tp("a", 0): (1, (1, 3), 1),  # led by 2: new leader
+        tp("a", 1): (1, (1,), 1),  # followed by 2: ISR shrinks
+        tp("b", 0): (4, (4,), 1),
+        tp("b", 1): (4, (4,), 1),
+    }
+    assert [c.after.topic_partition for c in changes] == sorted(result)
+    assert state.partitions[tp("a", 2)] == untouched
+    assert all(state.partitions[c.after.topic_partition] == c.after for c in changes)
 
 
 def test_partitions_of_lists_partitions_with_a_replica_on_the_broker() -> None:
@@ -323,8 +329,8 @@ def test_partitions_of_lists_partitions_with_a_replica_on_the_broker() -> None:
     state.add_topic("a", {0: (1, 2), 1: (2, 3)})
     state.add_topic("b", {0: (3, 1)})
 
-    assert sorted(p.key for p in state.partitions_of(1)) == [("a", 0), ("b", 0)]
-    assert sorted(p.key for p in state.partitions_of(2)) == [("a", 0), ("a", 1)]
+    assert sorted(p.topic_partition for p in state.partitions_of(1)) == [tp("a", 0), tp("b", 0)]
+    assert sorted(p.topic_partition for p in state.partitions_of(2)) == [tp("a", 0), tp("a", 1)]
     assert state.partitions_of(7) == []
 
 
@@ -355,7 +361,7 @@ def test_loaded_state_is_taken_over_and_elected_with_its_unclean_flag() -> None:
 def test_reconsider_removes_dead_broker_zookeeper_still_lists_in_isr() -> None:
     state = controller(live={1, 2})
     state.add_topic("t", {0: (1, 2, 3)})
-    key: TopicPartitionKey = ("t", 0)
+    key: TopicPartition = tp("t", 0)
 
     # The leader expanded the ISR in ZooKeeper with 3, which is dead.
     learnt = state.isr_changed(key, leader=1, leader_epoch=5, isr=(1, 2, 3), zk_version=7)
@@ -373,9 +379,9 @@ def test_reconsider_removes_dead_broker_zookeeper_still_lists_in_isr() -> None:
 def test_reconsider_elects_when_zookeeper_names_a_dead_leader() -> None:
     state = controller(live={2, 3})
     state.add_topic("t", {0: (1, 2, 3)})
-    state.isr_changed(("t", 0), leader=1, leader_epoch=2, isr=(1, 3, 2), zk_version=3)
+    state.isr_changed(tp("t", 0), leader=1, leader_epoch=2, isr=(1, 3, 2), zk_version=3)
 
-    change = state.reconsider(("t", 0))
+    change = state.reconsider(tp("t", 0))
 
     assert change is not None
     assert (change.after.leader, change.after.isr, change.after.leader_epoch) == (3, (3, 2), 3)
@@ -385,17 +391,17 @@ def test_reconsider_elects_when_zookeeper_names_a_dead_leader() -> None:
 def test_reconsider_with_nothing_to_do_returns_none() -> None:
     state = controller(live={1, 2, 3})
     state.add_topic("t", {0: (1, 2, 3)})
-    state.isr_changed(("t", 0), leader=1, leader_epoch=1, isr=(1, 2), zk_version=1)
-    known = state.partitions[("t", 0)]
+    state.isr_changed(tp("t", 0), leader=1, leader_epoch=1, isr=(1, 2), zk_version=1)
+    known = state.partitions[tp("t", 0)]
 
-    assert state.reconsider(("t", 0)) is None
-    assert state.partitions[("t", 0)] == known
+    assert state.reconsider(tp("t", 0)) is None
+    assert state.partitions[tp("t", 0)] == known
 
 
 def test_isr_changed_for_an_unknown_partition_is_ignored() -> None:
     state = controller(live={1, 2})
 
-    assert state.isr_changed(("t", 0), leader=1, leader_epoch=0, isr=(1,), zk_version=1) is None
+    assert state.isr_changed(tp("t", 0), leader=1, leader_epoch=0, isr=(1,), zk_version=1) is None
     assert state.partitions == {}
 
 
@@ -406,7 +412,7 @@ def test_written_records_the_znode_version_only() -> None:
     updated = state.written(created.after, 4)
 
     assert updated == leadership(replicas=(1, 2), isr=(1, 2), zk_version=4)
-    assert state.partitions[("t", 0)] == updated
+    assert state.partitions[tp("t", 0)] == updated
 
 
 # -- property: random broker failures --------------------------------------------------------------
@@ -457,7 +463,7 @@ def test_random_broker_failures_keep_kafka_invariants(
         previous = dict(state.partitions)
         changes = state.brokers_changed(live)
 
-        changed = {c.after.key: c for c in changes}
+        changed = {c.after.topic_partition: c for c in changes}
         assert len(changed) == len(changes)  # one change per partition at most
         for key, p in state.partitions.items():
             change = changed.get(key)
@@ -505,20 +511,20 @@ def test_a_restarted_leader_hands_over_to_a_live_isr_member_that_did_not_restart
     state = controller()
     state.load(leadership(leader=1, leader_epoch=4, isr=(1, 2, 3)))
 
-    change = state.replicas_restarted(("t", 0), {1})
+    change = state.replicas_restarted(tp("t", 0), {1})
 
     assert change is not None
     assert (change.after.leader, change.after.isr) == (2, (2, 3))
     assert change.after.leader_epoch == 5
     assert "restarted" in change.reason
-    assert state.partitions[("t", 0)] == change.after
+    assert state.partitions[tp("t", 0)] == change.after
 
 
 def test_a_restarted_follower_leaves_the_isr_and_the_leader_stays() -> None:
     state = controller()
     state.load(leadership(leader=1, leader_epoch=4, isr=(1, 2, 3)))
 
-    change = state.replicas_restarted(("t", 0), {3, 4})
+    change = state.replicas_restarted(tp("t", 0), {3, 4})
 
     assert change is not None
     assert (change.after.leader, change.after.isr, change.after.leader_epoch) == (1, (1, 2), 5)
@@ -528,7 +534,7 @@ def test_a_restarted_sole_isr_member_goes_offline_then_leads_again() -> None:
     state = controller()
     state.load(leadership(leader=1, leader_epoch=2, isr=(1,)))
 
-    change = state.replicas_restarted(("t", 0), {1})
+    change = state.replicas_restarted(tp("t", 0), {1})
     assert change is not None
     assert change.after.leader == NO_LEADER
     assert change.after.isr == (1,)  # kept: no one else can lead without losing records
@@ -542,5 +548,5 @@ def test_restarts_of_replicas_outside_the_state_change_nothing() -> None:
     state = controller()
     state.load(leadership(leader=1, isr=(1, 2)))
 
-    assert state.replicas_restarted(("t", 0), {3}) is None
-    assert state.replicas_restarted(("t", 0), set()) is None
+    assert state.replicas_restarted(tp("t", 0), {3}) is None
+    assert state.replicas_restarted(tp("t", 0), set()) is None

@@ -19,7 +19,6 @@ from kafkactor.actors.controller.zk_data import (
     ISR_CHANGE_NOTIFICATION,
     ISR_CHANGE_PREFIX,
     BrokerRegistration,
-    LeaderIsrState,
     MalformedZnodeError,
     UnknownTopicConfigError,
     broker_path,
@@ -27,11 +26,13 @@ from kafkactor.actors.controller.zk_data import (
     decode_controller,
     decode_controller_epoch,
     decode_isr_change,
+    decode_partition_state,
     decode_topic_config,
     encode_assignment,
     encode_controller,
     encode_controller_epoch,
     encode_isr_change,
+    encode_partition_state,
     encode_topic_config,
     log_config_from,
     partition_state_path,
@@ -39,6 +40,7 @@ from kafkactor.actors.controller.zk_data import (
     topic_config_path,
     topic_path,
 )
+from kafkactor.common import PartitionLeaderState, TopicPartition
 from kafkactor.storage import LogConfig
 
 # -- paths -----------------------------------------------------------------------------------------
@@ -218,26 +220,39 @@ def test_topic_assignment_with_non_ascii_digit_key_is_malformed(key: str) -> Non
 
 
 def test_partition_state_is_kafkas_json() -> None:
-    state = LeaderIsrState(leader=1, leader_epoch=7, isr=(1, 3, 2), controller_epoch=3)
+    state = PartitionLeaderState(
+        topic="t", partition=0, leader=1, leader_epoch=7, isr=(1, 3, 2), controller_epoch=3
+    )
 
-    data = state.encode()
+    data = encode_partition_state(state)
 
     assert data == b'{"controller_epoch":3,"leader":1,"version":1,"leader_epoch":7,"isr":[1,3,2]}'
-    assert LeaderIsrState.decode("t", 0, data) == state
+    assert decode_partition_state("t", 0, data) == state
 
 
 def test_offline_partition_state_round_trips() -> None:
-    state = LeaderIsrState(leader=-1, leader_epoch=12, isr=(2,), controller_epoch=5)
+    state = PartitionLeaderState(
+        topic="t", partition=0, leader=-1, leader_epoch=12, isr=(2,), controller_epoch=5
+    )
 
-    assert b'"leader":-1' in state.encode()
-    assert LeaderIsrState.decode("t", 0, state.encode()) == state
+    assert b'"leader":-1' in encode_partition_state(state)
+    assert decode_partition_state("t", 0, encode_partition_state(state)) == state
 
 
 def test_partition_state_written_by_kafka_decodes() -> None:
     data = b'{"controller_epoch": 4, "leader": 2, "version": 1, "leader_epoch": 0, "isr": [2, 1]}'
 
-    assert LeaderIsrState.decode("t", 9, data) == LeaderIsrState(
-        leader=2, leader_epoch=0, isr=(2, 1), controller_epoch=4
+    assert decode_partition_state("t", 9, data, replicas=(1, 2), zk_version=3) == (
+        PartitionLeaderState(
+            topic="t",
+            partition=9,
+            leader=2,
+            leader_epoch=0,
+            isr=(2, 1),
+            controller_epoch=4,
+            replicas=(1, 2),
+            zk_version=3,
+        )
     )
 
 
@@ -263,7 +278,7 @@ def test_partition_state_with_wrong_types_is_refused(field: str, value: object) 
     data = json.dumps({**GOOD_STATE, field: value}).encode()
 
     with pytest.raises(MalformedZnodeError) as caught:
-        LeaderIsrState.decode("t", 3, data)
+        decode_partition_state("t", 3, data)
     assert caught.value.path == "/brokers/topics/t/partitions/3/state"
 
 
@@ -272,14 +287,14 @@ def test_partition_state_missing_a_field_is_refused(field: str) -> None:
     data = json.dumps({k: v for k, v in GOOD_STATE.items() if k != field}).encode()
 
     with pytest.raises(MalformedZnodeError) as caught:
-        LeaderIsrState.decode("t", 3, data)
+        decode_partition_state("t", 3, data)
     assert caught.value.path == "/brokers/topics/t/partitions/3/state"
 
 
 @pytest.mark.parametrize("data", [b"", b"{'leader': 1}", b"\xc3\x28", b"null"])
 def test_partition_state_that_is_not_a_json_object_is_refused(data: bytes) -> None:
     with pytest.raises(MalformedZnodeError) as caught:
-        LeaderIsrState.decode("t", 3, data)
+        decode_partition_state("t", 3, data)
     assert caught.value.path == "/brokers/topics/t/partitions/3/state"
 
 
@@ -287,14 +302,19 @@ def test_partition_state_that_is_not_a_json_object_is_refused(data: bytes) -> No
 
 
 def test_isr_change_notification_is_kafkas_json() -> None:
-    data = encode_isr_change([("t", 0), ("orders", 12)])
+    data = encode_isr_change(
+        [TopicPartition(topic="t", partition=0), TopicPartition(topic="orders", partition=12)]
+    )
 
     assert data == (
         b'{"version":1,"partitions":[{"topic":"t","partition":0},'
         b'{"topic":"orders","partition":12}]}'
     )
     path = f"{ISR_CHANGE_NOTIFICATION}/{ISR_CHANGE_PREFIX}0000000003"
-    assert decode_isr_change(path, data) == [("t", 0), ("orders", 12)]
+    assert decode_isr_change(path, data) == [
+        TopicPartition(topic="t", partition=0),
+        TopicPartition(topic="orders", partition=12),
+    ]
 
 
 @pytest.mark.parametrize(

@@ -29,6 +29,7 @@ from kafkactor.actors.replication import (
     check_enough_replicas_reach_offset,
 )
 from kafkactor.actors.runtime import Directory
+from kafkactor.common import TopicPartition
 from kafkactor.messages import Envelope, ErrorCode
 from kafkactor.messages.purgatory import DelayOperation
 from kafkactor.messages.replication import (
@@ -40,13 +41,11 @@ from kafkactor.messages.replication import (
     HighWatermarkAdvanced,
     LeadershipChanged,
     LogEndOffsetAdvanced,
-    OffsetPosition,
     PartitionSnapshot,
     ProducePartitionResult,
     ProducePartitionStatus,
     ProduceResponse,
     ProduceSpec,
-    partition_key,
 )
 from kafkactor.storage import (
     Log,
@@ -155,14 +154,12 @@ def h(logs: dict[str, Log]) -> Harness:
     return Harness(logs)
 
 
-def position(offset: int, segment_base_offset: int = 0, byte_position: int = 0) -> OffsetPosition:
-    return OffsetPosition(
+def position(
+    offset: int, segment_base_offset: int = 0, byte_position: int = 0
+) -> LogOffsetMetadata:
+    return LogOffsetMetadata(
         offset=offset, segment_base_offset=segment_base_offset, position=byte_position
     )
-
-
-def as_position(metadata: LogOffsetMetadata) -> OffsetPosition:
-    return position(metadata.offset, metadata.segment_base_offset, metadata.position)
 
 
 def snapshot(
@@ -178,7 +175,7 @@ def snapshot(
 ) -> PartitionSnapshot:
     """A snapshot of `t-<partition>` for produce checks (positions are not looked at)."""
     return kind(
-        key=partition_key("t", partition),
+        key=str(TopicPartition(topic="t", partition=partition)),
         topic="t",
         partition=partition,
         exists=exists,
@@ -199,12 +196,13 @@ def log_snapshot(
     *,
     kind: type[PartitionSnapshot] = PartitionSnapshot,
     is_leader: bool = True,
-    hw_position: OffsetPosition | None = None,
+    hw_position: LogOffsetMetadata | None = None,
 ) -> PartitionSnapshot:
     """What the partition owning `log` publishes with its high watermark at `hw`."""
-    topic, partition = log.topic_partition
+    tp = log.topic_partition
+    topic, partition = tp.topic, tp.partition
     return kind(
-        key=partition_key(topic, partition),
+        key=str(TopicPartition(topic=topic, partition=partition)),
         topic=topic,
         partition=partition,
         exists=True,
@@ -214,8 +212,8 @@ def log_snapshot(
         isr=(1, 2),
         min_insync_replicas=1,
         log_start_offset=log.log_start_offset,
-        high_watermark=hw_position or as_position(log.offset_metadata(hw)),
-        log_end=as_position(log.log_end_offset_metadata),
+        high_watermark=hw_position or log.offset_metadata(hw),
+        log_end=log.log_end_offset_metadata,
     )
 
 
@@ -278,7 +276,7 @@ def produce_request(*statuses: ProducePartitionStatus) -> DelayOperation:
         reply_to=CLIENT,
         correlation_id=CORRELATION_ID,
         operation=ProduceSpec(partitions=statuses),
-        keys=tuple(partition_key(s.topic, s.partition) for s in statuses),
+        keys=tuple(str(TopicPartition.of(s)) for s in statuses),
         timeout_ms=TIMEOUT_MS,
     )
 
@@ -438,7 +436,7 @@ def test_produce_fails_with_not_leader_once_leadership_moves_kafka_2960(h: Harne
 
 def open_log(logs: dict[str, Log], tmp_path: Path, partition: int = 0, **config: Any) -> Log:
     log = Log(tmp_path / f"t-{partition}", LogConfig(**config))
-    logs[partition_key("t", partition)] = log
+    logs[str(TopicPartition(topic="t", partition=partition))] = log
     return log
 
 
@@ -457,7 +455,7 @@ def fetch_request(
         reply_to=CLIENT,
         correlation_id=CORRELATION_ID,
         operation=FetchSpec(replica_id=replica_id, min_bytes=min_bytes, partitions=partitions),
-        keys=tuple(partition_key(p.topic, p.partition) for p in partitions),
+        keys=tuple(str(TopicPartition.of(p)) for p in partitions),
         timeout_ms=TIMEOUT_MS,
     )
 
@@ -612,7 +610,7 @@ def test_fetch_at_a_hw_left_on_the_segment_before_a_roll_keeps_waiting(
 ) -> None:
     log = open_log(logs, tmp_path)
     append(log)
-    hw_before_roll = as_position(log.log_end_offset_metadata)  # offset 1, end of segment 0
+    hw_before_roll = log.log_end_offset_metadata  # offset 1, end of segment 0
     log.roll()
     append(log)
     h.set(log_snapshot(log, hw=1, hw_position=hw_before_roll))

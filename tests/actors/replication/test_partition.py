@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkactor.actors.replication import UNKNOWN_OFFSET, FollowerFetchOutcome, PartitionState
+from kafkactor.common import NO_LEADER, PartitionLeaderState
 from kafkactor.messages import ErrorCode
-from kafkactor.messages.replication import NO_LEADER, PartitionLeaderState
 
 LOCAL = 1
 LAG_MS = 100
