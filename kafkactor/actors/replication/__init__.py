@@ -23,6 +23,7 @@ from kafkactor.actors.replication.partition import (
     FollowerFetchOutcome,
     FollowerProgress,
     PartitionState,
+    PendingIsrChange,
 )
 from kafkactor.actors.replication.partition_actor import PartitionActor, storage_error_code
 from kafkactor.actors.replication.replica_fetcher import FetchState, ReplicaFetcherActor
@@ -41,6 +42,7 @@ __all__ = [
     "HighWatermarks",
     "PartitionActor",
     "PartitionState",
+    "PendingIsrChange",
     "ReplicaFetcherActor",
     "ReplicaManagerActor",
     "ReplicaManagerConfig",

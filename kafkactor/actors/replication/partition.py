@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from kafkactor.common import NO_LEADER, PartitionLeaderState
@@ -21,13 +20,35 @@ class FollowerProgress:
     last_fetch_ms: int = 0
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PendingIsrChange:
+    """An ISR change the leader decided but has not yet written (Kafka's `PendingExpandIsr` /
+    `PendingShrinkIsr`).
+
+    The partition's ISR is what ZooKeeper holds: the caller writes `isr` to the partition's
+    state znode at `zk_version` and then calls `PartitionState.commit_isr_change` (or
+    `abort_isr_change` when the write failed). Until then the ISR is unchanged, except that
+    the high watermark already counts a replica being added (Kafka's "maximal ISR"), so it
+    never passes what that replica holds.
+    """
+
+    isr: tuple[int, ...]
+    added: tuple[int, ...] = ()
+    removed: tuple[int, ...] = ()
+    zk_version: int = 0
+    reason: str = ""
+
+    @property
+    def is_shrink(self) -> bool:
+        return bool(self.removed)
+
+
 @dataclass(frozen=True, slots=True)
 class FollowerFetchOutcome:
-    """What a follower's fetch changed on the leader."""
+    """What a follower's fetch changed on the leader: the HW, and an ISR change to write."""
 
     high_watermark_advanced: bool = False
-    isr_expanded: bool = False
-    isr_shrunk: bool = False  # an ISR member fetched below the HW: it lost acknowledged data
+    isr_change: PendingIsrChange | None = None
 
 
 class PartitionState:
@@ -39,6 +60,8 @@ class PartitionState:
     back on a leader; a follower's is min(leader HW, own LEO). A follower that has not caught
     up for `replica_lag_time_max_ms` leaves the ISR; one whose LEO reaches the HW rejoins.
     Times and the local log end offset are passed in, so tests drive it deterministically.
+    ISR changes are decided here and come out as a `PendingIsrChange`; the actor writes it
+    to ZooKeeper and commits or aborts it (this class does no I/O).
 
     "Caught up" follows Kafka's later rule (KAFKA-2496's successor): a fetch at or past the
     leader's current LEO is caught up now; a fetch at or past the LEO the leader had at the
@@ -73,12 +96,51 @@ class PartitionState:
         self.assigned_replicas: tuple[int, ...] = ()
         self.isr: tuple[int, ...] = ()
         self.followers: dict[int, FollowerProgress] = {}
-        # Consulted before the leader changes the ISR (Kafka writes it to ZooKeeper first); a
-        # False answer (e.g. a znode version conflict) leaves the ISR as it was.
-        self.isr_guard: Callable[[tuple[int, ...]], bool] | None = None
+        self.pending_isr_change: PendingIsrChange | None = None
 
-    def _may_change_isr(self, isr: tuple[int, ...]) -> bool:
-        return self.isr_guard is None or self.isr_guard(isr)
+    # -- ISR changes: decided here, written by the caller, then committed --------------------
+
+    def _propose_isr(
+        self,
+        isr: tuple[int, ...],
+        *,
+        added: tuple[int, ...] = (),
+        removed: tuple[int, ...] = (),
+        reason: str = "",
+    ) -> PendingIsrChange | None:
+        """One change in flight at a time, as Kafka's AlterIsr: while one is pending, no other
+        is proposed (the next fetch or shrink check proposes again)."""
+        if self.pending_isr_change is not None:
+            return None
+        change = PendingIsrChange(
+            isr=isr, added=added, removed=removed, zk_version=self.zk_version, reason=reason
+        )
+        self.pending_isr_change = change
+        return change
+
+    def commit_isr_change(self, change: PendingIsrChange, zk_version: int) -> bool:
+        """The change was written (the state znode is now at `zk_version`): the ISR is
+        `change.isr`. False when the change is no longer the pending one (a LeaderAndIsr
+        replaced the state meanwhile): nothing changes."""
+        if self.pending_isr_change is not change:
+            return False
+        self.pending_isr_change = None
+        self.isr = change.isr
+        self.zk_version = zk_version
+        return True
+
+    def abort_isr_change(self, change: PendingIsrChange) -> None:
+        """The write failed (a version conflict, ZooKeeper unreachable): the ISR stays."""
+        if self.pending_isr_change is change:
+            self.pending_isr_change = None
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        """The ISR the high watermark must respect: the ISR plus replicas being added."""
+        pending = self.pending_isr_change
+        if pending is None or not pending.added:
+            return self.isr
+        return (*self.isr, *(r for r in pending.added if r not in self.isr))
 
     @property
     def is_leader(self) -> bool:
@@ -131,6 +193,7 @@ class PartitionState:
         )
 
     def _apply(self, state: PartitionLeaderState) -> None:
+        self.pending_isr_change = None  # the controller's state supersedes an unwritten change
         self.leader = state.leader
         self.leader_epoch = state.leader_epoch
         self.controller_epoch = state.controller_epoch
@@ -144,6 +207,7 @@ class PartitionState:
         self.follow_start_epoch = -1
         self.isr = ()
         self.followers = {}
+        self.pending_isr_change = None
 
     # -- the leader's view -----------------------------------------------------------------------
 
@@ -165,18 +229,22 @@ class PartitionState:
         a follower below that start could miss committed records). An ISR member fetching
         below the HW has lost records it acknowledged (a power loss, a restart the controller
         has not seen yet): it leaves the ISR at once, so it can never be elected with a hole.
+        Either change comes back as the outcome's pending `isr_change`, to write and commit.
         """
         progress = self.followers.get(replica)
         if not self.is_leader or progress is None:
             return FollowerFetchOutcome()
         if replica in self.isr and fetch_offset < self.high_watermark:
-            shrunk = tuple(r for r in self.isr if r != replica)
-            if self._may_change_isr(shrunk):
-                self.isr = shrunk
+            shrink = self._propose_isr(
+                tuple(r for r in self.isr if r != replica),
+                removed=(replica,),
+                reason="fetched below the high watermark: it lost acknowledged records",
+            )
+            if shrink is not None:
                 progress.log_end_offset = fetch_offset
                 progress.last_fetch_leader_leo = leader_log_end
                 progress.last_fetch_ms = now_ms
-                return FollowerFetchOutcome(isr_shrunk=True)
+                return FollowerFetchOutcome(isr_change=shrink)
         progress.log_end_offset = fetch_offset
         if fetch_offset >= leader_log_end:
             progress.last_caught_up_ms = now_ms
@@ -184,23 +252,21 @@ class PartitionState:
             progress.last_caught_up_ms = max(progress.last_caught_up_ms, progress.last_fetch_ms)
         progress.last_fetch_leader_leo = leader_log_end
         progress.last_fetch_ms = now_ms
-        expanded = False
+        expand = None
         if replica not in self.isr and fetch_offset >= max(
             self.high_watermark, self.leader_epoch_start_offset
         ):
-            grown = (*self.isr, replica)
-            if self._may_change_isr(grown):
-                self.isr = grown
-                expanded = True
+            expand = self._propose_isr((*self.isr, replica), added=(replica,))
         advanced = self.maybe_increment_high_watermark(leader_log_end)
-        return FollowerFetchOutcome(high_watermark_advanced=advanced, isr_expanded=expanded)
+        return FollowerFetchOutcome(high_watermark_advanced=advanced, isr_change=expand)
 
     def maybe_increment_high_watermark(self, leader_log_end: int) -> bool:
-        """HW = min LEO over the ISR (the leader's own included); it only moves forward."""
+        """HW = min LEO over the (maximal) ISR, the leader's own included; it only moves
+        forward."""
         if not self.is_leader:
             return False
         new_hw = leader_log_end
-        for replica in self.isr:
+        for replica in self.maximal_isr:
             if replica == self.local_broker:
                 continue
             progress = self.followers.get(replica)
@@ -226,17 +292,13 @@ class PartitionState:
                 lagging.append(replica)
         return tuple(lagging)
 
-    def maybe_shrink_isr(self, now_ms: int, leader_log_end: int) -> tuple[int, ...]:
-        """Drop the lagging followers from the ISR; the HW may then advance. Returns them."""
+    def maybe_shrink_isr(self, now_ms: int) -> PendingIsrChange | None:
+        """The change that drops the lagging followers from the ISR, if any lag. Once it is
+        committed, `maybe_increment_high_watermark` may move the HW."""
         lagging = self.out_of_sync_replicas(now_ms)
         if not lagging:
-            return ()
-        shrunk = tuple(r for r in self.isr if r not in lagging)
-        if not self._may_change_isr(shrunk):
-            return ()
-        self.isr = shrunk
-        self.maybe_increment_high_watermark(leader_log_end)
-        return lagging
+            return None
+        return self._propose_isr(tuple(r for r in self.isr if r not in lagging), removed=lagging)
 
     def follower_log_end_offsets(self) -> dict[int, int]:
         return {replica: p.log_end_offset for replica, p in self.followers.items()}

@@ -10,7 +10,7 @@ from kafkactor import tracing
 from kafkactor.actors.controller import ZooKeeperSession, zk_data
 from kafkactor.actors.replication.epoch_truncation import truncation_point
 from kafkactor.actors.replication.high_watermarks import HighWatermarks
-from kafkactor.actors.replication.partition import PartitionState
+from kafkactor.actors.replication.partition import PartitionState, PendingIsrChange
 from kafkactor.actors.runtime import Directory, TracedActor, handles
 from kafkactor.common import LogOffsetMetadata, PartitionLeaderState, TopicPartition
 from kafkactor.messages import ErrorCode
@@ -91,8 +91,6 @@ class PartitionActor(TracedActor):
     ) -> None:
         super().__init__(address, directory, clock, broker)
         self.zk = zk  # the broker's ZooKeeper session; None: no ZooKeeper
-        if zk is not None:
-            state.isr_guard = self._write_isr
         self.log = log
         self.state = state
         self.key = str(TopicPartition.of(state))
@@ -184,34 +182,40 @@ class PartitionActor(TracedActor):
         if self._stopped or not state.is_leader:
             return
         isr_before = state.isr
+        hw_before = state.high_watermark
         outcome = state.update_follower(
             event.replica_id, event.fetch_offset, self.log.log_end_offset, self.clock.now_ms()
         )
-        if outcome.isr_shrunk:
+        change = outcome.isr_change
+        changed = change is not None and self._apply_isr_change(change)
+        if changed and change is not None and change.is_shrink:
             self.log_event(
                 "partition.isr_shrink",
                 topic=state.topic,
                 partition=state.partition,
-                removed=[event.replica_id],
+                removed=list(change.removed),
                 isr_before=list(isr_before),
                 isr=list(state.isr),
                 high_watermark=state.high_watermark,
-                reason="fetched below the high watermark: it lost acknowledged records",
+                reason=change.reason,
             )
             self._publish(HighWatermarkAdvanced, hw_moved=False)
             return
-        if outcome.isr_expanded and tracing.is_enabled():
-            self.log_event(
-                "partition.isr_expand",
-                topic=state.topic,
-                partition=state.partition,
-                replica=event.replica_id,
-                isr_before=list(isr_before),
-                isr=list(state.isr),
-                high_watermark=state.high_watermark,
-            )
-        if outcome.high_watermark_advanced or outcome.isr_expanded:
-            self._publish(HighWatermarkAdvanced, hw_moved=outcome.high_watermark_advanced)
+        if changed:
+            state.maybe_increment_high_watermark(self.log.log_end_offset)
+            if tracing.is_enabled():
+                self.log_event(
+                    "partition.isr_expand",
+                    topic=state.topic,
+                    partition=state.partition,
+                    replica=event.replica_id,
+                    isr_before=list(isr_before),
+                    isr=list(state.isr),
+                    high_watermark=state.high_watermark,
+                )
+        hw_moved = state.high_watermark != hw_before
+        if hw_moved or changed:
+            self._publish(HighWatermarkAdvanced, hw_moved=hw_moved)
 
     @handles(MaybeShrinkIsr)
     def _on_maybe_shrink_isr(self, _event: MaybeShrinkIsr) -> None:
@@ -220,15 +224,16 @@ class PartitionActor(TracedActor):
             return
         isr_before = state.isr
         hw_before = state.high_watermark
-        removed = state.maybe_shrink_isr(self.clock.now_ms(), self.log.log_end_offset)
-        if not removed:
+        change = state.maybe_shrink_isr(self.clock.now_ms())
+        if change is None or not self._apply_isr_change(change):
             return
+        state.maybe_increment_high_watermark(self.log.log_end_offset)
         if tracing.is_enabled():
             self.log_event(
                 "partition.isr_shrink",
                 topic=state.topic,
                 partition=state.partition,
-                removed=list(removed),
+                removed=list(change.removed),
                 isr_before=list(isr_before),
                 isr=list(state.isr),
                 high_watermark=state.high_watermark,
@@ -476,14 +481,26 @@ class PartitionActor(TracedActor):
 
     # -- ISR changes in ZooKeeper ---------------------------------------------------------------
 
-    def _write_isr(self, isr: tuple[int, ...]) -> bool:
+    def _apply_isr_change(self, change: PendingIsrChange) -> bool:
+        """Write a change the partition state decided, then commit it (or abort it when the
+        write failed). Without ZooKeeper the change takes effect at once."""
+        if self.zk is None:
+            return self.state.commit_isr_change(change, self.state.zk_version)
+        zk_version = self._write_isr(change.isr)
+        if zk_version is None:
+            self.state.abort_isr_change(change)
+            return False
+        return self.state.commit_isr_change(change, zk_version)
+
+    def _write_isr(self, isr: tuple[int, ...]) -> int | None:
         """Kafka's Partition.updateIsr: a versioned set of the state znode, then a notification.
+        Returns the znode's new version, or None when the write failed.
 
         A version conflict (the controller changed the partition meanwhile) leaves the ISR as
         it was; the controller's next LeaderAndIsr brings the new state.
         """
         state = self.state
-        assert self.zk is not None  # the guard is only installed with a session
+        assert self.zk is not None  # only called with a session
         client = self.zk.client
         path = zk_data.partition_state_path(state.topic, state.partition)
         data = zk_data.encode_partition_state(
@@ -507,7 +524,7 @@ class PartitionActor(TracedActor):
                 zk_version=state.zk_version,
                 error=type(error).__name__,
             )
-            return False
+            return None
         except Exception as error:  # ZooKeeper unreachable or session gone
             self.log_event(
                 "partition.isr_update_failed",
@@ -516,8 +533,7 @@ class PartitionActor(TracedActor):
                 isr=list(isr),
                 error=repr(error),
             )
-            return False
-        state.zk_version = stat.version
+            return None
         with contextlib.suppress(Exception):  # the ISR is written; the notice is best effort
             client.create(
                 f"{zk_data.ISR_CHANGE_NOTIFICATION}/{zk_data.ISR_CHANGE_PREFIX}",
@@ -527,7 +543,7 @@ class PartitionActor(TracedActor):
                 sequence=True,
                 makepath=True,
             )
-        return True
+        return int(stat.version)
 
     # -- snapshots -------------------------------------------------------------------------------
 

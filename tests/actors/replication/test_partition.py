@@ -9,11 +9,13 @@ rejoins; a follower's HW is min(leader HW, own LEO); min.insync.replicas refuses
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafkactor.actors.replication import UNKNOWN_OFFSET, FollowerFetchOutcome, PartitionState
+from kafkactor.actors.replication import UNKNOWN_OFFSET, PartitionState, PendingIsrChange
 from kafkactor.common import NO_LEADER, PartitionLeaderState
 from kafkactor.messages import ErrorCode
 
@@ -70,6 +72,44 @@ def new_leader(
 def isr_of(state: PartitionState) -> tuple[int, ...]:
     """The ISR, read through a call (mypy would otherwise keep a narrowed literal type)."""
     return state.isr
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """What a follower's fetch changed once the partition actor committed its ISR change."""
+
+    high_watermark_advanced: bool = False
+    isr_expanded: bool = False
+    isr_shrunk: bool = False
+
+
+def fetch(
+    state: PartitionState, replica: int, fetch_offset: int, leader_log_end: int, now_ms: int
+) -> Fetched:
+    """A follower fetch as the partition actor handles it without ZooKeeper: the decided ISR
+    change is committed at once, then the HW reconsidered."""
+    hw_before = state.high_watermark
+    outcome = state.update_follower(replica, fetch_offset, leader_log_end, now_ms)
+    change = outcome.isr_change
+    if change is not None:
+        assert state.commit_isr_change(change, state.zk_version)
+        if not change.is_shrink:
+            state.maybe_increment_high_watermark(leader_log_end)
+    return Fetched(
+        high_watermark_advanced=state.high_watermark != hw_before,
+        isr_expanded=change is not None and not change.is_shrink,
+        isr_shrunk=change is not None and change.is_shrink,
+    )
+
+
+def shrink(state: PartitionState, now_ms: int, leader_log_end: int) -> tuple[int, ...]:
+    """A shrink check as the partition actor runs it: commit, then reconsider the HW."""
+    change = state.maybe_shrink_isr(now_ms)
+    if change is None:
+        return ()
+    assert state.commit_isr_change(change, state.zk_version + 1)
+    state.maybe_increment_high_watermark(leader_log_end)
+    return change.removed
 
 
 # -- controller decisions --------------------------------------------------------------------
@@ -130,11 +170,11 @@ def test_a_new_leader_keeps_its_high_watermark_until_every_isr_follower_has_fetc
     state = new_leader(isr=(1, 2, 3), high_watermark=3, log_end=10)
     assert state.high_watermark == 3
 
-    first = state.update_follower(2, fetch_offset=8, leader_log_end=10, now_ms=1)
-    assert first == FollowerFetchOutcome(high_watermark_advanced=False, isr_expanded=False)
+    first = fetch(state, 2, fetch_offset=8, leader_log_end=10, now_ms=1)
+    assert first == Fetched(high_watermark_advanced=False, isr_expanded=False)
     assert state.high_watermark == 3  # follower 3's LEO is not known yet
 
-    second = state.update_follower(3, fetch_offset=6, leader_log_end=10, now_ms=2)
+    second = fetch(state, 3, fetch_offset=6, leader_log_end=10, now_ms=2)
     assert second.high_watermark_advanced is True
     assert second.isr_expanded is False
     assert state.high_watermark == 6  # min(leader 10, follower 2 at 8, follower 3 at 6)
@@ -142,16 +182,16 @@ def test_a_new_leader_keeps_its_high_watermark_until_every_isr_follower_has_fetc
 
 def test_high_watermark_is_the_minimum_log_end_over_the_isr() -> None:
     state = new_leader(isr=(1, 2, 3), log_end=10)
-    state.update_follower(2, 10, 10, now_ms=1)
-    state.update_follower(3, 10, 10, now_ms=1)
+    fetch(state, 2, 10, 10, now_ms=1)
+    fetch(state, 3, 10, 10, now_ms=1)
     assert state.high_watermark == 10
 
     assert state.maybe_increment_high_watermark(15) is False  # the leader appended: followers lag
     assert state.high_watermark == 10
-    outcome = state.update_follower(2, 15, 15, now_ms=2)
+    outcome = fetch(state, 2, 15, 15, now_ms=2)
     assert outcome.high_watermark_advanced is False  # follower 3 is still at 10
     assert state.high_watermark == 10
-    outcome = state.update_follower(3, 13, 15, now_ms=3)
+    outcome = fetch(state, 3, 13, 15, now_ms=3)
     assert outcome.high_watermark_advanced is True
     assert state.high_watermark == 13
     assert state.follower_log_end_offsets() == {2: 15, 3: 13}
@@ -159,10 +199,10 @@ def test_high_watermark_is_the_minimum_log_end_over_the_isr() -> None:
 
 def test_high_watermark_never_moves_back_on_a_leader() -> None:
     state = new_leader(isr=(1, 2), log_end=10)
-    state.update_follower(2, 10, 10, now_ms=1)
+    fetch(state, 2, 10, 10, now_ms=1)
     assert state.high_watermark == 10
 
-    outcome = state.update_follower(2, 4, 10, now_ms=2)  # a follower reporting less than before
+    outcome = fetch(state, 2, 4, 10, now_ms=2)  # a follower reporting less than before
     assert outcome.high_watermark_advanced is False
     assert state.high_watermark == 10
     assert state.maybe_increment_high_watermark(6) is False
@@ -173,9 +213,9 @@ def test_a_fetch_to_a_replica_that_does_not_lead_changes_nothing() -> None:
     state = PartitionState("t", 0, LOCAL, high_watermark=4)
     state.make_follower(leader_and_isr(leader=2, isr=(1, 2)), log_end_offset=10)
 
-    outcome = state.update_follower(3, fetch_offset=10, leader_log_end=10, now_ms=1)
+    outcome = fetch(state, 3, fetch_offset=10, leader_log_end=10, now_ms=1)
 
-    assert outcome == FollowerFetchOutcome()
+    assert outcome == Fetched()
     assert isr_of(state) == (1, 2)
     assert state.high_watermark == 4
     assert state.follower_log_end_offsets() == {}
@@ -185,12 +225,12 @@ def test_a_fetch_to_a_replica_that_does_not_lead_changes_nothing() -> None:
 
 def test_a_fetch_from_an_unassigned_replica_changes_nothing() -> None:
     state = new_leader(isr=(1, 2), replicas=(1, 2, 3), log_end=10)
-    state.update_follower(2, 5, 10, now_ms=1)
+    fetch(state, 2, 5, 10, now_ms=1)
     assert state.high_watermark == 5
 
-    outcome = state.update_follower(9, fetch_offset=10, leader_log_end=10, now_ms=2)
+    outcome = fetch(state, 9, fetch_offset=10, leader_log_end=10, now_ms=2)
 
-    assert outcome == FollowerFetchOutcome()
+    assert outcome == Fetched()
     assert isr_of(state) == (1, 2)
     assert state.high_watermark == 5
     assert 9 not in state.follower_log_end_offsets()
@@ -199,13 +239,13 @@ def test_a_fetch_from_an_unassigned_replica_changes_nothing() -> None:
 def test_a_fetch_from_the_leader_itself_is_ignored() -> None:
     state = new_leader(isr=(1, 2), log_end=10)
 
-    assert state.update_follower(LOCAL, 10, 10, now_ms=1) == FollowerFetchOutcome()
+    assert fetch(state, LOCAL, 10, 10, now_ms=1) == Fetched()
     assert state.high_watermark == 0
 
 
 def test_make_follower_forgets_followers_and_keeps_the_hw_within_its_log() -> None:
     state = new_leader(isr=(1, 2), log_end=10)
-    state.update_follower(2, 10, 10, now_ms=1)
+    fetch(state, 2, 10, 10, now_ms=1)
     assert state.high_watermark == 10
 
     state.make_follower(leader_and_isr(leader=2, leader_epoch=1, isr=(1, 2)), log_end_offset=6)
@@ -221,14 +261,14 @@ def test_make_follower_forgets_followers_and_keeps_the_hw_within_its_log() -> No
 
 def test_a_leader_elected_again_waits_for_fresh_fetches_before_moving_the_hw() -> None:
     state = new_leader(isr=(1, 2), log_end=10)
-    state.update_follower(2, 10, 10, now_ms=1)
+    fetch(state, 2, 10, 10, now_ms=1)
     state.make_follower(leader_and_isr(leader=2, leader_epoch=1, isr=(1, 2)), log_end_offset=10)
 
     state.make_leader(leader_and_isr(leader_epoch=2, isr=(1, 2)), now_ms=5, log_end_offset=20)
 
     assert state.follower_log_end_offsets() == {2: UNKNOWN_OFFSET, 3: UNKNOWN_OFFSET}
     assert state.high_watermark == 10
-    state.update_follower(2, 20, 20, now_ms=6)
+    fetch(state, 2, 20, 20, now_ms=6)
     assert state.high_watermark == 20
 
 
@@ -242,8 +282,8 @@ def test_stop_ends_leadership_and_the_isr() -> None:
     assert isr_of(state) == ()
     assert state.follower_log_end_offsets() == {}
     assert state.append_error(-1) is ErrorCode.NOT_LEADER_FOR_PARTITION
-    assert state.update_follower(2, 10, 10, now_ms=1) == FollowerFetchOutcome()
-    assert state.maybe_shrink_isr(10 * LAG_MS, 10) == ()
+    assert fetch(state, 2, 10, 10, now_ms=1) == Fetched()
+    assert shrink(state, 10 * LAG_MS, 10) == ()
 
 
 # -- ISR expansion ---------------------------------------------------------------------------
@@ -251,32 +291,32 @@ def test_stop_ends_leadership_and_the_isr() -> None:
 
 def test_an_assigned_follower_rejoins_the_isr_once_its_fetch_offset_reaches_the_hw() -> None:
     state = new_leader(isr=(1, 2), replicas=(1, 2, 3), log_end=10)
-    state.update_follower(2, 10, 10, now_ms=1)
+    fetch(state, 2, 10, 10, now_ms=1)
     assert state.high_watermark == 10
 
-    below = state.update_follower(3, 9, 10, now_ms=2)
+    below = fetch(state, 3, 9, 10, now_ms=2)
     assert below.isr_expanded is False
     assert isr_of(state) == (1, 2)
 
-    at_hw = state.update_follower(3, 10, 10, now_ms=3)
+    at_hw = fetch(state, 3, 10, 10, now_ms=3)
     assert at_hw.isr_expanded is True
     assert isr_of(state) == (1, 2, 3)
     assert state.high_watermark == 10
 
-    again = state.update_follower(3, 10, 10, now_ms=4)
+    again = fetch(state, 3, 10, 10, now_ms=4)
     assert again.isr_expanded is False
     assert isr_of(state) == (1, 2, 3)
 
 
 def test_a_follower_that_rejoined_holds_the_hw_back_until_it_catches_up() -> None:
     state = new_leader(isr=(1, 2), replicas=(1, 2, 3), log_end=10)
-    state.update_follower(2, 10, 10, now_ms=1)
-    state.update_follower(3, 10, 10, now_ms=2)
+    fetch(state, 2, 10, 10, now_ms=1)
+    fetch(state, 3, 10, 10, now_ms=2)
     assert isr_of(state) == (1, 2, 3)
 
-    state.update_follower(2, 20, 20, now_ms=3)
+    fetch(state, 2, 20, 20, now_ms=3)
     assert state.high_watermark == 10  # follower 3, now in the ISR, is at 10
-    outcome = state.update_follower(3, 15, 20, now_ms=4)
+    outcome = fetch(state, 3, 15, 20, now_ms=4)
     assert outcome.high_watermark_advanced is True
     assert state.high_watermark == 15
 
@@ -300,7 +340,7 @@ def test_only_isr_members_are_reported_out_of_sync() -> None:
 def test_a_fetch_at_the_leaders_log_end_is_caught_up_now() -> None:
     state = new_leader(isr=(1, 2, 3), log_end=10)
 
-    state.update_follower(2, 10, 10, now_ms=80)
+    fetch(state, 2, 10, 10, now_ms=80)
 
     assert state.out_of_sync_replicas(80 + LAG_MS) == (3,)
     assert state.out_of_sync_replicas(80 + LAG_MS + 1) == (2, 3)
@@ -308,11 +348,11 @@ def test_a_fetch_at_the_leaders_log_end_is_caught_up_now() -> None:
 
 def test_a_fetch_at_the_previous_fetchs_leader_end_was_caught_up_at_that_previous_fetch() -> None:
     state = new_leader(isr=(1, 2, 3), log_end=10)
-    state.update_follower(2, 0, 20, now_ms=10)  # behind; the leader's LEO at this fetch is 20
-    state.update_follower(3, 0, 20, now_ms=10)
+    fetch(state, 2, 0, 20, now_ms=10)  # behind; the leader's LEO at this fetch is 20
+    fetch(state, 3, 0, 20, now_ms=10)
 
-    state.update_follower(2, 20, 30, now_ms=90)  # reached 20: caught up as of t=10, not t=90
-    state.update_follower(3, 19, 30, now_ms=90)  # one short of 20: not caught up at all
+    fetch(state, 2, 20, 30, now_ms=90)  # reached 20: caught up as of t=10, not t=90
+    fetch(state, 3, 19, 30, now_ms=90)  # one short of 20: not caught up at all
 
     assert state.out_of_sync_replicas(LAG_MS) == ()
     assert state.out_of_sync_replicas(LAG_MS + 1) == (3,)  # last caught up at t=0
@@ -322,14 +362,14 @@ def test_a_fetch_at_the_previous_fetchs_leader_end_was_caught_up_at_that_previou
 
 def test_a_follower_that_stops_fetching_leaves_the_isr_and_the_hw_moves_on() -> None:
     state = new_leader(isr=(1, 2, 3), log_end=10)
-    state.update_follower(2, 10, 10, now_ms=1)
-    state.update_follower(3, 4, 10, now_ms=1)
+    fetch(state, 2, 10, 10, now_ms=1)
+    fetch(state, 3, 4, 10, now_ms=1)
     assert state.high_watermark == 4
 
-    assert state.maybe_shrink_isr(LAG_MS, 10) == ()  # exactly the lag since t=0
+    assert shrink(state, LAG_MS, 10) == ()  # exactly the lag since t=0
     assert isr_of(state) == (1, 2, 3)
-    state.update_follower(2, 10, 10, now_ms=LAG_MS)
-    removed = state.maybe_shrink_isr(LAG_MS + 1, 10)
+    fetch(state, 2, 10, 10, now_ms=LAG_MS)
+    removed = shrink(state, LAG_MS + 1, 10)
 
     assert removed == (3,)
     assert isr_of(state) == (1, 2)
@@ -338,23 +378,23 @@ def test_a_follower_that_stops_fetching_leaves_the_isr_and_the_hw_moves_on() -> 
 
 def test_a_follower_that_never_fetched_leaves_the_isr_and_unblocks_the_hw() -> None:
     state = new_leader(isr=(1, 2, 3), log_end=10)
-    state.update_follower(2, 10, 10, now_ms=LAG_MS)
+    fetch(state, 2, 10, 10, now_ms=LAG_MS)
     assert state.high_watermark == 0  # follower 3's LEO is unknown
 
-    assert state.maybe_shrink_isr(LAG_MS + 1, 10) == (3,)
+    assert shrink(state, LAG_MS + 1, 10) == (3,)
     assert state.high_watermark == 10
 
 
 def test_shrinking_below_min_isr_refuses_acks_all_but_not_acks_one_or_zero() -> None:
     state = new_leader(isr=(1, 2, 3), log_end=10, min_insync_replicas=2)
-    state.update_follower(2, 10, 10, now_ms=LAG_MS)
+    fetch(state, 2, 10, 10, now_ms=LAG_MS)
     assert state.append_error(-1) is ErrorCode.NONE
 
-    state.maybe_shrink_isr(LAG_MS + 1, 10)
+    shrink(state, LAG_MS + 1, 10)
     assert isr_of(state) == (1, 2)
     assert state.append_error(-1) is ErrorCode.NONE  # exactly min.insync.replicas
 
-    state.maybe_shrink_isr(3 * LAG_MS, 10)
+    shrink(state, 3 * LAG_MS, 10)
     assert isr_of(state) == (1,)
     assert state.append_error(-1) is ErrorCode.NOT_ENOUGH_REPLICAS
     assert state.append_error(1) is ErrorCode.NONE
@@ -367,9 +407,9 @@ def test_a_follower_trailing_by_the_newest_append_under_steady_load_stays_in_the
     fetch_offset = 0
     for now in range(0, 20 * LAG_MS, LAG_MS // 2):
         log_end += 5  # a new append arrives just before every fetch
-        state.update_follower(2, fetch_offset, log_end, now_ms=now)
+        fetch(state, 2, fetch_offset, log_end, now_ms=now)
         fetch_offset = log_end  # the next fetch asks for what this one returned
-        assert state.maybe_shrink_isr(now, log_end) == ()
+        assert shrink(state, now, log_end) == ()
         assert isr_of(state) == (1, 2)
     assert state.high_watermark == log_end - 5
 
@@ -380,8 +420,8 @@ def test_a_follower_that_keeps_fetching_two_appends_behind_leaves_the_isr() -> N
     removed_at = None
     for now in range(0, 20 * LAG_MS, LAG_MS // 2):
         log_end += 5
-        state.update_follower(2, max(0, log_end - 10), log_end, now_ms=now)  # two appends behind
-        if state.maybe_shrink_isr(now, log_end) == (2,):
+        fetch(state, 2, max(0, log_end - 10), log_end, now_ms=now)  # two appends behind
+        if shrink(state, now, log_end) == (2,):
             removed_at = now
             break
     assert removed_at == 3 * LAG_MS // 2  # never caught up: the first check past LAG_MS
@@ -393,7 +433,7 @@ def test_out_of_sync_checks_do_nothing_on_a_follower() -> None:
     state.make_follower(leader_and_isr(leader=2, isr=(1, 2, 3)), log_end_offset=0)
 
     assert state.out_of_sync_replicas(100 * LAG_MS) == ()
-    assert state.maybe_shrink_isr(100 * LAG_MS, 0) == ()
+    assert shrink(state, 100 * LAG_MS, 0) == ()
     assert isr_of(state) == (1, 2, 3)
 
 
@@ -442,12 +482,12 @@ def test_high_watermark_matches_the_isr_minimum_on_random_histories(
             replica = data.draw(st.sampled_from(FOLLOWERS))
             low = fetched.get(replica, 0)
             offset = data.draw(st.integers(min_value=low, max_value=log_end))
-            state.update_follower(replica, offset, log_end, now)
+            fetch(state, replica, offset, log_end, now)
             fetched[replica] = offset
         elif kind == "tick":
             now += data.draw(st.integers(min_value=0, max_value=2 * LAG_MS))
         else:
-            state.maybe_shrink_isr(now, log_end)
+            shrink(state, now, log_end)
 
         hw = state.high_watermark
         assert hw >= previous_hw, "the HW moved back"
@@ -507,48 +547,114 @@ def test_a_follower_joins_the_isr_only_once_past_the_leaders_epoch_start() -> No
     state = new_leader(isr=(1,), log_end=50, high_watermark=0)
     assert state.leader_epoch_start_offset == 50
 
-    outcome = state.update_follower(2, fetch_offset=10, leader_log_end=50, now_ms=1)
+    outcome = fetch(state, 2, fetch_offset=10, leader_log_end=50, now_ms=1)
     assert not outcome.isr_expanded
     assert isr_of(state) == (1,)
 
-    outcome = state.update_follower(2, fetch_offset=50, leader_log_end=50, now_ms=2)
+    outcome = fetch(state, 2, fetch_offset=50, leader_log_end=50, now_ms=2)
     assert outcome.isr_expanded
     assert isr_of(state) == (1, 2)
 
 
 def test_an_isr_member_fetching_below_the_hw_lost_data_and_leaves_the_isr_at_once() -> None:
     state = new_leader(isr=(1, 2, 3), log_end=20)
-    state.update_follower(2, fetch_offset=20, leader_log_end=20, now_ms=1)
-    state.update_follower(3, fetch_offset=20, leader_log_end=20, now_ms=1)
+    fetch(state, 2, fetch_offset=20, leader_log_end=20, now_ms=1)
+    fetch(state, 3, fetch_offset=20, leader_log_end=20, now_ms=1)
     assert state.high_watermark == 20
 
     # broker 3 came back from a power loss the controller has not noticed yet
-    outcome = state.update_follower(3, fetch_offset=12, leader_log_end=20, now_ms=2)
+    outcome = fetch(state, 3, fetch_offset=12, leader_log_end=20, now_ms=2)
 
-    assert outcome == FollowerFetchOutcome(isr_shrunk=True)
+    assert outcome == Fetched(isr_shrunk=True)
     assert isr_of(state) == (1, 2)
     assert state.high_watermark == 20  # never back
     # once caught up again it rejoins
-    assert state.update_follower(3, fetch_offset=20, leader_log_end=20, now_ms=3).isr_expanded
+    assert fetch(state, 3, fetch_offset=20, leader_log_end=20, now_ms=3).isr_expanded
 
 
 def test_an_isr_shrink_refused_by_zookeeper_keeps_the_member() -> None:
     state = new_leader(isr=(1, 2), log_end=20)
-    state.update_follower(2, fetch_offset=20, leader_log_end=20, now_ms=1)
-    state.isr_guard = lambda _isr: False
+    fetch(state, 2, fetch_offset=20, leader_log_end=20, now_ms=1)
 
-    outcome = state.update_follower(2, fetch_offset=5, leader_log_end=20, now_ms=2)
+    change = state.update_follower(2, fetch_offset=5, leader_log_end=20, now_ms=2).isr_change
+    assert change is not None and change.removed == (2,)
+    state.abort_isr_change(change)  # the versioned write failed
 
-    assert not outcome.isr_shrunk
     assert isr_of(state) == (1, 2)
+    assert state.pending_isr_change is None
+    # the next check proposes the shrink again
+    assert shrink(state, 3 * LAG_MS, 20) == (2,)
 
 
 def test_a_leader_in_a_newer_epoch_keeps_what_it_knew_of_its_followers() -> None:
     state = new_leader(isr=(1, 2, 3), log_end=20)
-    state.update_follower(2, fetch_offset=20, leader_log_end=20, now_ms=1)
-    state.update_follower(3, fetch_offset=20, leader_log_end=20, now_ms=1)
+    fetch(state, 2, fetch_offset=20, leader_log_end=20, now_ms=1)
+    fetch(state, 3, fetch_offset=20, leader_log_end=20, now_ms=1)
 
     state.make_leader(leader_and_isr(leader_epoch=1, isr=(1, 2)), now_ms=5, log_end_offset=30)
 
     assert state.follower_log_end_offsets() == {2: 20, 3: 20}
     assert state.leader_epoch_start_offset == 30
+
+
+# -- ISR changes are decided here and take effect once written ---------------------------------
+
+
+def test_a_decided_isr_change_takes_effect_only_when_committed() -> None:
+    state = new_leader(isr=(1, 2), log_end=20, replicas=(1, 2, 3))
+    fetch(state, 2, fetch_offset=20, leader_log_end=20, now_ms=1)
+    fetch(state, 3, fetch_offset=5, leader_log_end=20, now_ms=1)
+
+    outcome = state.update_follower(3, fetch_offset=20, leader_log_end=20, now_ms=2)
+
+    change = outcome.isr_change
+    assert change == PendingIsrChange(isr=(1, 2, 3), added=(3,), zk_version=0)
+    assert isr_of(state) == (1, 2)  # not yet: the znode is written first
+    assert state.pending_isr_change is change
+    assert state.commit_isr_change(change, zk_version=7)
+    assert isr_of(state) == (1, 2, 3)
+    assert state.zk_version == 7
+    assert state.pending_isr_change is None
+
+
+def test_the_hw_counts_a_replica_being_added_before_the_change_is_written() -> None:
+    state = new_leader(isr=(1,), log_end=10, replicas=(1, 2))
+    assert state.high_watermark == 10  # the leader alone in the ISR
+    # the leader appended up to 30 and broker 2 reaches the HW: it is proposed for the ISR
+    outcome = state.update_follower(2, fetch_offset=10, leader_log_end=30, now_ms=2)
+
+    assert outcome.isr_change is not None and outcome.isr_change.added == (2,)
+    assert state.maximal_isr == (1, 2)
+    assert isr_of(state) == (1,)
+    # alone in the ISR the leader would move the HW to 30, past what broker 2 holds
+    assert state.high_watermark == 10
+    assert not state.maybe_increment_high_watermark(30)
+
+
+def test_one_isr_change_at_a_time() -> None:
+    state = new_leader(isr=(1, 2, 3), log_end=20)
+    fetch(state, 2, fetch_offset=20, leader_log_end=20, now_ms=1)
+    fetch(state, 3, fetch_offset=20, leader_log_end=20, now_ms=1)
+    first = state.update_follower(3, fetch_offset=10, leader_log_end=20, now_ms=2).isr_change
+    assert first is not None
+
+    second = state.update_follower(2, fetch_offset=10, leader_log_end=20, now_ms=2).isr_change
+
+    assert second is None
+    assert state.maybe_shrink_isr(10 * LAG_MS) is None
+    assert state.pending_isr_change is first
+
+
+def test_a_leader_and_isr_supersedes_an_unwritten_change() -> None:
+    state = new_leader(isr=(1, 2, 3), log_end=20)
+    fetch(state, 2, fetch_offset=20, leader_log_end=20, now_ms=1)
+    fetch(state, 3, fetch_offset=20, leader_log_end=20, now_ms=1)
+    change = state.update_follower(3, fetch_offset=10, leader_log_end=20, now_ms=2).isr_change
+    assert change is not None
+
+    state.make_leader(leader_and_isr(leader_epoch=1, isr=(1, 2, 3), zk_version=4), 3, 20)
+
+    assert state.pending_isr_change is None
+    assert not state.commit_isr_change(change, zk_version=5)  # a late commit changes nothing
+    assert isr_of(state) == (1, 2, 3)
+    assert state.zk_version == 4
