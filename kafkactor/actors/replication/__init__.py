@@ -14,6 +14,11 @@ from kafkactor.actors.replication.delayed_produce import (
     check_enough_replicas_reach_offset,
 )
 from kafkactor.actors.replication.epoch_truncation import TruncationPoint, truncation_point
+from kafkactor.actors.replication.fetcher_state import (
+    FetcherState,
+    NextRequests,
+    PartitionFetchState,
+)
 from kafkactor.actors.replication.high_watermarks import (
     REPLICATION_OFFSET_CHECKPOINT,
     HighWatermarks,
@@ -26,7 +31,7 @@ from kafkactor.actors.replication.partition import (
     PendingIsrChange,
 )
 from kafkactor.actors.replication.partition_actor import PartitionActor, storage_error_code
-from kafkactor.actors.replication.replica_fetcher import FetchState, ReplicaFetcherActor
+from kafkactor.actors.replication.replica_fetcher import ReplicaFetcherActor
 from kafkactor.actors.replication.replica_manager import ReplicaManagerActor
 from kafkactor.actors.replication.replica_purgatory import ReplicaPurgatoryActor
 
@@ -36,11 +41,13 @@ __all__ = [
     "VALID_ACKS",
     "DelayedFetch",
     "DelayedProduce",
-    "FetchState",
+    "FetcherState",
     "FollowerFetchOutcome",
     "FollowerProgress",
     "HighWatermarks",
+    "NextRequests",
     "PartitionActor",
+    "PartitionFetchState",
     "PartitionState",
     "PendingIsrChange",
     "ReplicaFetcherActor",
