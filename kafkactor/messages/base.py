@@ -18,7 +18,7 @@ def message(cls: type[T]) -> type[T]:
     """Make `cls` a message: a frozen, slotted, keyword-only dataclass registered by name.
 
     Fields hold ints, floats, str, bytes, bool, None, IntEnums, tuples of those, and other
-    messages (DESIGN.md, principle 3); every message round-trips through the codec.
+    messages (docs/architecture.md); every message round-trips through the codec.
     """
     data_cls = dataclasses.dataclass(frozen=True, slots=True, kw_only=True)(cls)
     name = data_cls.__name__
@@ -76,7 +76,7 @@ class ErrorResponse(Response):
 class Envelope:
     """How every message travels between actors: the payload plus its trace context.
 
-    contextvars do not cross actor threads, so the trace rides here (DESIGN.md, principle 4):
+    contextvars do not cross actor threads, so the trace rides here (docs/architecture.md):
     `trace_id` names one request's whole causal tree, `span_id` this hop, `parent_span_id`
     the hop during which it was sent; `sent_ms` lets the receiver log its mailbox delay.
     """

@@ -2,7 +2,7 @@
 
 Every error about bytes carries ``position``: the byte offset, in the buffer being read, of the
 batch that could not be used, so a log can report it or truncate there. The errors pickle with
-their fields, so they can cross a process like any other value (DESIGN.md, principle 5).
+their fields, so they can cross a process like any other value (docs/architecture.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The address of every actor of a broker (DESIGN.md: actors are named by address strings)."""
+"""The address of every actor of a broker: actors are named by address strings, never by ref."""
 
 from __future__ import annotations
 
