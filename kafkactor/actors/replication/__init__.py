@@ -14,6 +14,7 @@ from kafkactor.actors.replication.delayed_produce import (
     check_enough_replicas_reach_offset,
 )
 from kafkactor.actors.replication.epoch_truncation import TruncationPoint, truncation_point
+from kafkactor.actors.replication.fetcher_manager import ReplicaFetcherManager
 from kafkactor.actors.replication.fetcher_state import (
     FetcherState,
     NextRequests,
@@ -23,6 +24,7 @@ from kafkactor.actors.replication.high_watermarks import (
     REPLICATION_OFFSET_CHECKPOINT,
     HighWatermarks,
 )
+from kafkactor.actors.replication.metadata_cache import MetadataCache
 from kafkactor.actors.replication.partition import (
     UNKNOWN_OFFSET,
     FollowerFetchOutcome,
@@ -34,6 +36,7 @@ from kafkactor.actors.replication.partition_actor import PartitionActor, storage
 from kafkactor.actors.replication.replica_fetcher import ReplicaFetcherActor
 from kafkactor.actors.replication.replica_manager import ReplicaManagerActor
 from kafkactor.actors.replication.replica_purgatory import ReplicaPurgatoryActor
+from kafkactor.actors.replication.scatter_gather import Gather, ScatterGather
 
 __all__ = [
     "REPLICATION_OFFSET_CHECKPOINT",
@@ -44,16 +47,20 @@ __all__ = [
     "FetcherState",
     "FollowerFetchOutcome",
     "FollowerProgress",
+    "Gather",
     "HighWatermarks",
+    "MetadataCache",
     "NextRequests",
     "PartitionActor",
     "PartitionFetchState",
     "PartitionState",
     "PendingIsrChange",
     "ReplicaFetcherActor",
+    "ReplicaFetcherManager",
     "ReplicaManagerActor",
     "ReplicaManagerConfig",
     "ReplicaPurgatoryActor",
+    "ScatterGather",
     "TruncationPoint",
     "check_enough_replicas_reach_offset",
     "request_log",

@@ -3,31 +3,31 @@
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Callable, MutableMapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pykka
 
 from kafkactor.actors.controller import ZooKeeperSession
 from kafkactor.actors.replication.config import VALID_ACKS, ReplicaManagerConfig
+from kafkactor.actors.replication.fetcher_manager import ReplicaFetcherManager
 from kafkactor.actors.replication.high_watermarks import HighWatermarks
+from kafkactor.actors.replication.metadata_cache import MetadataCache
 from kafkactor.actors.replication.partition import PartitionState
 from kafkactor.actors.replication.partition_actor import PartitionActor
-from kafkactor.actors.replication.replica_fetcher import ReplicaFetcherActor
 from kafkactor.actors.replication.request_log import (
     log_fetch_request,
     log_fetch_response,
     log_produce_request,
     log_produce_response,
 )
+from kafkactor.actors.replication.scatter_gather import ScatterGather
 from kafkactor.actors.runtime import Directory, TraceContext, TracedActor, addresses, handles
 from kafkactor.common import PartitionLeaderState, TopicPartition
 from kafkactor.messages import ErrorCode, ErrorResponse, Request, Response
 from kafkactor.messages.purgatory import DelayOperation
 from kafkactor.messages.replication import (
-    AddFetcherPartitions,
     AppendRecords,
     AppendResult,
     BecomeLeaderOrFollower,
@@ -46,18 +46,15 @@ from kafkactor.messages.replication import (
     OffsetsForLeaderEpochRequest,
     OffsetsForLeaderEpochResponse,
     PartitionError,
-    PartitionMetadata,
     PartitionStateApplied,
     ProducePartitionResult,
     ProducePartitionStatus,
     ProduceRequest,
     ProduceResponse,
     ProduceSpec,
-    RemoveFetcherPartitions,
     StopPartition,
     StopReplica,
     StopReplicaResponse,
-    TopicMetadata,
     UpdateMetadata,
     UpdateMetadataResponse,
 )
@@ -77,17 +74,6 @@ class LocalReplica:
     is_leader: bool = False
     leader: int = -1
     leader_epoch: int = -1
-
-
-@dataclass(slots=True)
-class Gather:
-    """Responses to a fan-out of sub-requests, and what to do when the last one arrives."""
-
-    waiting: int
-    on_done: Callable[[dict[str, Response]], None]
-    origin: Request | None = None  # answered with an error if the broker stops first
-    trace: TraceContext | None = None
-    responses: dict[str, Response] = field(default_factory=dict)
 
 
 class ReplicaManagerActor(TracedActor):
@@ -140,12 +126,16 @@ class ReplicaManagerActor(TracedActor):
         self.config = config if config is not None else ReplicaManagerConfig()
         self.controller_epoch = -1
         self.replicas: dict[str, LocalReplica] = {}
-        self.fetchers: dict[int, pykka.ActorRef[Any]] = {}
-        self.fetcher_of: dict[str, int] = {}
-        self.metadata: dict[str, dict[int, PartitionLeaderState]] = {}
-        self.live_brokers: tuple[int, ...] = ()
-        self._ids = itertools.count(1)
-        self._gathers: dict[int, tuple[Gather, str]] = {}
+        self.fetcher_manager = ReplicaFetcherManager(
+            broker=broker,
+            directory=directory,
+            clock=clock,
+            timer=timer,
+            config=self.config,
+            send=self.send,
+        )
+        self.metadata_cache = MetadataCache()
+        self._fan_outs = ScatterGather()
         self._jobs: list[Any] = []
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -172,7 +162,7 @@ class ReplicaManagerActor(TracedActor):
     def on_stop(self) -> None:
         for job in self._jobs:
             job.cancel()
-        for ref in [*self.fetchers.values(), *(r.ref for r in self.replicas.values())]:
+        for ref in [*self.fetcher_manager.refs(), *(r.ref for r in self.replicas.values())]:
             if ref.is_alive():
                 ref.stop(block=True, timeout=10)
         self._abort_gathers()
@@ -180,12 +170,10 @@ class ReplicaManagerActor(TracedActor):
 
     def _abort_gathers(self) -> None:
         """Answer every request still waiting for its partitions: the broker is going away."""
-        aborted: set[int] = set()
-        for gather, _key in self._gathers.values():
+        for gather in self._fan_outs.abort():
             origin = gather.origin
-            if origin is None or id(gather) in aborted:
+            if origin is None:
                 continue
-            aborted.add(id(gather))
             if isinstance(origin, ProduceRequest) and origin.acks == 0:
                 continue
             self.reply(
@@ -196,7 +184,6 @@ class ReplicaManagerActor(TracedActor):
                 ),
                 trace=gather.trace,
             )
-        self._gathers.clear()
 
     # -- produce ---------------------------------------------------------------------------------
 
@@ -332,7 +319,7 @@ class ReplicaManagerActor(TracedActor):
     def _leader_error(self, topic: str, partition: int, replica: LocalReplica | None) -> ErrorCode:
         if replica is not None and replica.is_leader:
             return ErrorCode.NONE
-        if replica is None and partition not in self.metadata.get(topic, {}):
+        if replica is None and not self.metadata_cache.knows(topic, partition):
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return ErrorCode.NOT_LEADER_FOR_PARTITION
 
@@ -438,31 +425,13 @@ class ReplicaManagerActor(TracedActor):
 
     @handles(MetadataRequest)
     def _on_metadata(self, request: MetadataRequest) -> None:
-        names = request.topics or tuple(sorted(self.metadata))
-        topics = []
-        for name in names:
-            states = self.metadata.get(name)
-            if not states:
-                topics.append(
-                    TopicMetadata(topic=name, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                )
-                continue
-            partitions = tuple(
-                PartitionMetadata(
-                    partition=p,
-                    error_code=(
-                        ErrorCode.NONE
-                        if s.leader in self.live_brokers
-                        else ErrorCode.LEADER_NOT_AVAILABLE
-                    ),
-                    leader=s.leader if s.leader in self.live_brokers else -1,
-                    replicas=s.replicas,
-                    isr=s.isr,
-                )
-                for p, s in sorted(states.items())
-            )
-            topics.append(TopicMetadata(topic=name, partitions=partitions))
-        self.reply(request, MetadataResponse(brokers=self.live_brokers, topics=tuple(topics)))
+        cache = self.metadata_cache
+        self.reply(
+            request,
+            MetadataResponse(
+                brokers=cache.live_brokers, topics=cache.topic_metadata(request.topics)
+            ),
+        )
 
     @handles(UpdateMetadata)
     def _on_update_metadata(self, request: UpdateMetadata) -> None:
@@ -470,9 +439,7 @@ class ReplicaManagerActor(TracedActor):
         if refused is not ErrorCode.NONE:
             self.reply(request, UpdateMetadataResponse(error_code=refused))
             return
-        for state in request.partition_states:
-            self.metadata.setdefault(state.topic, {})[state.partition] = state
-        self.live_brokers = tuple(sorted(request.live_brokers))
+        self.metadata_cache.update(request)
         self.reply(request, UpdateMetadataResponse())
 
     @property
@@ -520,7 +487,7 @@ class ReplicaManagerActor(TracedActor):
                 continue
             replica = self._replica(state.topic, state.partition)
             if state.leader == self.broker_id:
-                self._remove_from_fetcher(key)  # a new leader stops fetching first
+                self.fetcher_manager.remove(TopicPartition.of(state))  # a leader stops fetching
             orders[key] = (replica.address, BecomeLeaderOrFollower(state=state))
         states = {str(TopicPartition.of(s)): s for s in request.partition_states}
 
@@ -561,9 +528,12 @@ class ReplicaManagerActor(TracedActor):
             # Following the same leader in a newer epoch (an ISR change): the fetcher only
             # learns the epoch. A new leader: the partition leaves its old fetcher and joins
             # this leader's, first finding its truncation point from the epochs.
-            same_fetcher = not response.truncate and self.fetcher_of.get(key) == state.leader
+            tp = TopicPartition.of(state)
+            same_fetcher = (
+                not response.truncate and self.fetcher_manager.leader_of(tp) == state.leader
+            )
             if not same_fetcher:
-                self._remove_from_fetcher(key)
+                self.fetcher_manager.remove(tp)
             if state.leader >= 0:
                 follow.setdefault(state.leader, []).append(
                     FetcherPartition(
@@ -576,13 +546,7 @@ class ReplicaManagerActor(TracedActor):
                     )
                 )
         for leader, partitions in follow.items():
-            self._fetcher(leader)
-            self.send(
-                addresses.fetcher(self.broker_id, leader),
-                AddFetcherPartitions(partitions=tuple(partitions)),
-            )
-            for p in partitions:
-                self.fetcher_of[str(TopicPartition.of(p))] = leader
+            self.fetcher_manager.add(leader, partitions)
         self.reply(
             request,
             LeaderAndIsrResponse(
@@ -628,44 +592,6 @@ class ReplicaManagerActor(TracedActor):
         self.logs[key] = log
         return replica
 
-    def _fetcher(self, leader: int) -> pykka.ActorRef[Any]:
-        ref = self.fetchers.get(leader)
-        if ref is None or not ref.is_alive():
-            address = addresses.fetcher(self.broker_id, leader)
-            ref = ReplicaFetcherActor.start(
-                address,
-                self.directory,
-                self.clock,
-                self.broker_id,
-                leader=leader,
-                timer=self.timer,
-                config=self.config,
-            )
-            self.directory.register(address, ref)
-            self.fetchers[leader] = ref
-        return ref
-
-    def _remove_from_fetcher(self, key: str) -> None:
-        leader = self.fetcher_of.pop(key, None)
-        if leader is None:
-            return
-        ref = self.fetchers.get(leader)
-        if ref is None:
-            return
-        if leader not in self.fetcher_of.values():
-            # Kafka's shutdownIdleFetcherThreads: nothing left to copy from that leader. The
-            # fetcher never waits on this actor, so stopping it here cannot deadlock.
-            del self.fetchers[leader]
-            ref.stop(block=True, timeout=10)
-            return
-        replica = self.replicas[key]
-        self.send(
-            addresses.fetcher(self.broker_id, leader),
-            RemoveFetcherPartitions(
-                partitions=(TopicPartition(topic=replica.topic, partition=replica.partition),)
-            ),
-        )
-
     # -- controller: stop replica ------------------------------------------------------------------
 
     @handles(StopReplica)
@@ -680,7 +606,7 @@ class ReplicaManagerActor(TracedActor):
             replica = self.replicas.get(key)
             if replica is None:
                 continue
-            self._remove_from_fetcher(key)
+            self.fetcher_manager.remove(TopicPartition.of(ref))
             orders[key] = (
                 replica.address,
                 StopPartition(
@@ -733,12 +659,9 @@ class ReplicaManagerActor(TracedActor):
 
         `origin` (the request being served) is answered with BROKER_NOT_AVAILABLE if the broker
         stops before the last response arrives."""
-        gather = Gather(
-            waiting=len(orders), on_done=on_done, origin=origin, trace=self.trace_context
-        )
+        ids = self._fan_outs.scatter(orders, on_done, origin=origin, trace=self.trace_context)
         for key, (address, sub_request) in orders.items():
-            correlation_id = next(self._ids)
-            self._gathers[correlation_id] = (gather, key)
+            correlation_id = ids[key]
             self.send(
                 address,
                 dataclasses.replace(
@@ -748,14 +671,7 @@ class ReplicaManagerActor(TracedActor):
 
     @handles(Response)
     def _on_sub_response(self, response: Response) -> None:
-        entry = self._gathers.pop(response.correlation_id, None)
-        if entry is None:
-            return
-        gather, key = entry
-        gather.responses[key] = response
-        gather.waiting -= 1
-        if gather.waiting == 0:
-            gather.on_done(gather.responses)
+        self._fan_outs.gather(response)
 
     # -- introspection for tests and tools ---------------------------------------------------------
 
@@ -764,5 +680,5 @@ class ReplicaManagerActor(TracedActor):
             "controller_epoch": self.controller_epoch,
             "leaders": sorted(k for k, r in self.replicas.items() if r.is_leader),
             "followers": sorted(k for k, r in self.replicas.items() if not r.is_leader),
-            "fetchers": sorted(self.fetchers),
+            "fetchers": sorted(self.fetcher_manager.fetchers),
         }

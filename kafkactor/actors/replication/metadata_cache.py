@@ -1,0 +1,55 @@
+"""A broker's metadata cache: what the controller last told it of every partition and broker."""
+
+from __future__ import annotations
+
+from kafkactor.common import PartitionLeaderState
+from kafkactor.messages import ErrorCode
+from kafkactor.messages.replication import PartitionMetadata, TopicMetadata, UpdateMetadata
+
+
+class MetadataCache:
+    """Kafka's `MetadataCache`: filled by the controller's UpdateMetadata requests, it answers
+    clients' MetadataRequests (which broker leads each partition, its replicas and ISR).
+
+    A partition whose leader is not among the live brokers is reported with no leader and
+    LEADER_NOT_AVAILABLE; a topic the controller never mentioned, with
+    UNKNOWN_TOPIC_OR_PARTITION.
+    """
+
+    def __init__(self) -> None:
+        self.partitions: dict[str, dict[int, PartitionLeaderState]] = {}
+        self.live_brokers: tuple[int, ...] = ()
+
+    def update(self, request: UpdateMetadata) -> None:
+        for state in request.partition_states:
+            self.partitions.setdefault(state.topic, {})[state.partition] = state
+        self.live_brokers = tuple(sorted(request.live_brokers))
+
+    def knows(self, topic: str, partition: int) -> bool:
+        return partition in self.partitions.get(topic, {})
+
+    def topic_metadata(self, topics: tuple[str, ...]) -> tuple[TopicMetadata, ...]:
+        """The metadata of `topics` (every known topic when empty)."""
+        names = topics or tuple(sorted(self.partitions))
+        return tuple(self._topic(name) for name in names)
+
+    def _topic(self, name: str) -> TopicMetadata:
+        states = self.partitions.get(name)
+        if not states:
+            return TopicMetadata(topic=name, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        live = self.live_brokers
+        return TopicMetadata(
+            topic=name,
+            partitions=tuple(
+                PartitionMetadata(
+                    partition=p,
+                    error_code=ErrorCode.NONE
+                    if s.leader in live
+                    else ErrorCode.LEADER_NOT_AVAILABLE,
+                    leader=s.leader if s.leader in live else -1,
+                    replicas=s.replicas,
+                    isr=s.isr,
+                )
+                for p, s in sorted(states.items())
+            ),
+        )
