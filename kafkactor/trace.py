@@ -6,6 +6,12 @@ a request's first hop (the client's send) has none. State events (`partition.*`,
 `purgatory.*`, ...) carry the `parent_span_id` of the message being handled when they happened.
 So one `trace_id` is a tree of spans with state events hanging under them.
 
+A request that waited in a purgatory was ended by something that happened in another span, most
+often of another trace (a follower's fetch that moved the high watermark, an ISR shrink, the
+Reaper's expiry): its response event names it (`completed_by`, `completed_by_trace_id`,
+`completed_by_span_id`), and the tree shows "completed by ..." under it, with the first line of
+that trace and the hop of that span when they are in the traces built.
+
 The functions here are pure over parsed events, in three steps:
 
 - `iter_events(lines, report)`: JSON objects from raw lines, reading past damage; a torn last
@@ -29,6 +35,7 @@ from typing import Any, TypeGuard
 import orjson
 
 __all__ = [
+    "Completion",
     "ReadReport",
     "Span",
     "StateEvent",
@@ -55,6 +62,11 @@ _COMMON_FIELDS = frozenset(
     {"event", "ts_ms", "schema", "level", "actor", "broker", "trace_id", "parent_span_id"}
 )
 _KNOWN_KINDS = {"ProduceRequest": "produce", "FetchRequest": "fetch"}
+# The fields of a response event that name what completed its wait (shown as their own line).
+_COMPLETED_BY = "completed_by"
+_COMPLETED_BY_TRACE = "completed_by_trace_id"
+_COMPLETED_BY_SPAN = "completed_by_span_id"
+_COMPLETED_BY_FIELDS = frozenset({_COMPLETED_BY, _COMPLETED_BY_TRACE, _COMPLETED_BY_SPAN})
 
 
 # -- reading -------------------------------------------------------------------------------------
@@ -140,6 +152,19 @@ def iter_events(
 
 
 @dataclass(slots=True, eq=False)
+class Completion:
+    """What ended a request's wait, as its response event names it: a kind of event
+    (`high_watermark`, `isr_shrink`, `append`, `leadership`, `expired`, ...) and the span it
+    happened in. `trace` and `span` are that span's trace and hop when they were built too."""
+
+    kind: str
+    trace_id: str
+    span_id: str
+    trace: Trace | None = None
+    span: Span | None = None
+
+
+@dataclass(slots=True, eq=False)
 class StateEvent:
     """A state change logged while an actor handled a message (`partition.append`, ...)."""
 
@@ -150,6 +175,7 @@ class StateEvent:
     fields: dict[str, Any]
     seq: int = 0  # position in the log
     orphan: bool = False  # its span is not in the log: attached to the trace's root instead
+    completed_by: Completion | None = None  # a response's: what completed the request's wait
 
 
 @dataclass(slots=True, eq=False)
@@ -268,6 +294,7 @@ class _Builder:
         self.report = report
         self.keep = keep
         self.traces: dict[str, _TraceParts] = {}
+        self.completions: list[Completion] = []  # to resolve once every trace is built
         self._strings: dict[str, str] = {}  # actors and message types, shared
 
     def _share(self, text: str) -> str:
@@ -303,7 +330,20 @@ class _Builder:
                 self.report.malformed += 1
                 return
             fields = {k: v for k, v in event.items() if k not in _COMMON_FIELDS}
-            parts.events.append(StateEvent(name, self._share(actor), ts, parent, fields, seq))
+            state = StateEvent(name, self._share(actor), ts, parent, fields, seq)
+            if _COMPLETED_BY_TRACE in fields:
+                state.completed_by = self._completion(fields)
+            parts.events.append(state)
+
+    def _completion(self, fields: Mapping[str, Any]) -> Completion | None:
+        kind = fields.get(_COMPLETED_BY)
+        trace_id = fields.get(_COMPLETED_BY_TRACE)
+        span_id = fields.get(_COMPLETED_BY_SPAN, "")
+        if not (isinstance(kind, str) and isinstance(trace_id, str) and isinstance(span_id, str)):
+            return None  # mistyped: the fields are shown as they are
+        completion = Completion(kind, trace_id, span_id)
+        self.completions.append(completion)
+        return completion
 
     def _add_hop(
         self, parts: _TraceParts, name: str, event: Mapping[str, Any], ts: float, seq: int
@@ -376,7 +416,21 @@ def build_traces(
     builder = _Builder(report if report is not None else ReadReport(), keep)
     for seq, event in enumerate(events):
         builder.add(event, seq)
-    return [_assemble(trace_id, parts) for trace_id, parts in builder.traces.items()]
+    traces = [_assemble(trace_id, parts) for trace_id, parts in builder.traces.items()]
+    _resolve_completions(builder, traces)
+    return traces
+
+
+def _resolve_completions(builder: _Builder, traces: list[Trace]) -> None:
+    """Point each response's `Completion` at the trace and span it names, when built."""
+    if not builder.completions:
+        return
+    by_id = {trace.trace_id: trace for trace in traces}
+    for completion in builder.completions:
+        completion.trace = by_id.get(completion.trace_id)
+        parts = builder.traces.get(completion.trace_id)
+        if parts is not None and completion.span_id:
+            completion.span = parts.spans.get(completion.span_id)
 
 
 def _order(span: Span) -> tuple[float, int]:
@@ -654,11 +708,41 @@ def _value(value: Any, width: int = 60) -> str:
     return _clip(text, width)
 
 
+def _shown_fields(state: StateEvent) -> dict[str, Any]:
+    """The fields of a state event as listed (what completed it has a line of its own)."""
+    if state.completed_by is None:
+        return state.fields
+    return {k: v for k, v in state.fields.items() if k not in _COMPLETED_BY_FIELDS}
+
+
 def _state_text(state: StateEvent, receiver: str | None) -> str:
-    fields = ", ".join(f"{k}: {_value(v)}" for k, v in state.fields.items())
+    fields = ", ".join(f"{k}: {_value(v)}" for k, v in _shown_fields(state).items())
     where = f" @{state.actor}" if state.actor and state.actor != receiver else ""
     mark = "[orphan] " if state.orphan else ""
     return f"{mark}{state.event}{where} {{{fields}}}"
+
+
+def _hop_text(span: Span) -> str:
+    return f"{span.sender or OUTSIDE} -> {span.receiver}  {span.msg_type}"
+
+
+def _completion_lines(completion: Completion, trace: Trace) -> list[str]:
+    """The line "completed by <kind> (span <id> in trace <id>)", then, when they were built,
+    the first line of that trace and the hop of that span."""
+    if completion.span_id and completion.trace_id == trace.trace_id:
+        where = f" (span {completion.span_id} in this trace)"
+    elif completion.span_id:
+        where = f" (span {completion.span_id} in trace {completion.trace_id})"
+    elif completion.trace_id:
+        where = f" (in trace {completion.trace_id})"
+    else:
+        where = ""
+    lines = [f"↳ completed by {completion.kind}{where}"]
+    if completion.trace is not None and completion.trace is not trace:
+        lines.append(f"  {describe(completion.trace)}")
+    if completion.span is not None:
+        lines.append(f"  at {_hop_text(completion.span)}")
+    return lines
 
 
 def _hop_status(span: Span) -> str:
@@ -683,10 +767,19 @@ def render_tree(trace: Trace) -> str:
             f"{offset:>{width}}  {indent}{mark}{sender} -> {span.receiver}  {span.msg_type}"
             f"  ({_hop_status(span)})"
         )
-        lines.extend(
-            f"{blank}  {indent}  · {_state_text(state, span.receiver)}" for state in span.events
-        )
-    lines.extend(f"{blank}  · {_state_text(state, None)}" for state in trace.events)
+        for state in span.events:
+            lines.append(f"{blank}  {indent}  · {_state_text(state, span.receiver)}")
+            if state.completed_by is not None:
+                lines.extend(
+                    f"{blank}  {indent}    {line}"
+                    for line in _completion_lines(state.completed_by, trace)
+                )
+    for state in trace.events:
+        lines.append(f"{blank}  · {_state_text(state, None)}")
+        if state.completed_by is not None:
+            lines.extend(
+                f"{blank}    {line}" for line in _completion_lines(state.completed_by, trace)
+            )
     return "\n".join(lines)
 
 
@@ -760,7 +853,8 @@ def render_mermaid(trace: Trace) -> str:
             body.append(f"    {source}{_arrow(item)}{target}: {item.msg_type} {offset}{note}")
         else:
             where = alias(item.actor or OUTSIDE)
-            fields = ", ".join(f"{k}={_value(v, 30)}" for k, v in item.fields.items())
-            text = _mermaid_text(f"{item.event} {offset} {fields}".rstrip())
+            fields = ", ".join(f"{k}={_value(v, 30)}" for k, v in _shown_fields(item).items())
+            done = f"completed by {item.completed_by.kind} " if item.completed_by else ""
+            text = _mermaid_text(f"{item.event} {offset} {done}{fields}".rstrip())
             body.append(f"    Note over {where}: {text}")
     return "\n".join([*header, *participants, *body])

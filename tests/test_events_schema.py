@@ -567,6 +567,28 @@ def test_the_run_covers_the_schema(
     assert not exercised_anyway, f"seen now, drop them from NOT_EXERCISED: {exercised_anyway}"
 
 
+@pytest.mark.timeout(120)
+def test_waited_responses_name_the_span_that_completed_them(
+    run_events: list[dict[str, Any]],
+) -> None:
+    """A request a purgatory completed names what did (`completed_by`) and the span it
+    happened in, and that span is in the log: a hop some actor received."""
+    received = {(e["trace_id"], e["span_id"]) for e in run_events if e["event"] == "msg.recv"}
+    responses = [e for e in run_events if e["event"] in ("produce.response", "fetch.response")]
+    named = [e for e in responses if "completed_by" in e]
+    kinds = Counter(e["completed_by"] for e in named)
+    assert {"high_watermark", "append", "expired"} <= set(kinds), kinds
+    unnamed = [
+        e for e in responses if e["waited"] and e["outcome"] != "error" and "completed_by" not in e
+    ]
+    assert not unnamed, f"waited, completed, and not saying by what: {unnamed[:3]}"
+    assert all(e["waited"] for e in named), "a response that never waited names a completion"
+    dangling = [
+        e for e in named if (e["completed_by_trace_id"], e["completed_by_span_id"]) not in received
+    ]
+    assert not dangling, f"completions naming a span not in the log: {dangling[:3]}"
+
+
 # -- inconsistencies in what the code emits (reported, not fixed here) ---------------------------
 
 

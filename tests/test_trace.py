@@ -541,6 +541,130 @@ def test_the_summary_lists_the_20_slowest() -> None:
     assert "5: client/producer-1, broker/1/replica-manager" in table[1]
 
 
+# -- what ended a wait ----------------------------------------------------------------------------
+
+FETCHER = "broker/2/fetcher/1"
+REAPER = "broker/1/reaper"
+
+
+def waited_produce(**completed_by: Any) -> list[dict[str, Any]]:
+    """`produce_trace` whose response, logged by the purgatory under the DelayOperation hop,
+    names what completed its wait."""
+    events = produce_trace()
+    response = state(
+        "produce.response", "s5", PRODUCE_PURGATORY, 1_029, acks=-1, waited=True, **completed_by
+    )
+    return [*events[:-2], response, *events[-2:]]
+
+
+def follower_fetch_trace() -> list[dict[str, Any]]:
+    """Trace t2: a follower's fetch whose position moved the leader's HW, which completed t1."""
+    t = "t2"
+    return [
+        *hop("f1", "", FETCHER, RM, "FetchRequest", 1_010, 1_011, t),
+        *hop("f2", "f1", RM, LEADER, "FollowerFetchPosition", 1_011, 1_012, t),
+        state("partition.hw_advance", "f2", LEADER, 1_012, t, high_watermark=1),
+        *hop("f3", "f2", LEADER, PRODUCE_PURGATORY, "HighWatermarkAdvanced", 1_012, 1_013, t),
+        state(
+            "purgatory.complete", "f3", PRODUCE_PURGATORY, 1_013, t,
+            key="events-0", completed=1, completed_by="high_watermark",
+        ),
+    ]  # fmt: skip
+
+
+BY_THE_FETCH = {
+    "completed_by": "high_watermark",
+    "completed_by_trace_id": "t2",
+    "completed_by_span_id": "f2",
+}
+
+
+def after_the_response(tree: str) -> list[str]:
+    """The lines of a tree from the produce.response on, stripped."""
+    lines = [line.strip() for line in tree.splitlines()]
+    (at,) = [i for i, line in enumerate(lines) if line.startswith("· produce.response")]
+    return lines[at:]
+
+
+def test_a_wait_shows_what_completed_it_the_first_line_of_its_trace_and_its_hop() -> None:
+    traces = {
+        t.trace_id: t
+        for t in build_traces([*follower_fetch_trace(), *waited_produce(**BY_THE_FETCH)])
+    }
+
+    lines = after_the_response(render_tree(traces["t1"]))
+
+    assert lines[:4] == [
+        "· produce.response {acks: -1, waited: true}",  # the three fields have their own line
+        "↳ completed by high_watermark (span f2 in trace t2)",
+        "trace t2  fetch  3.0ms  3 hops  4 actors",  # the first line of t2's own tree
+        f"at {RM} -> {LEADER}  FollowerFetchPosition",
+    ]
+    assert lines[4].endswith(f"{PRODUCE_PURGATORY} -> {CLIENT}  ProduceResponse  (mailbox 0.0ms)")
+    assert render_tree(traces["t2"]).splitlines()[0] == lines[2]
+    # the completing trace's own purgatory.complete names the kind, and points nowhere
+    fetch_tree = render_tree(traces["t2"])
+    assert "completed_by: high_watermark}" in fetch_tree
+    assert "↳" not in fetch_tree
+
+
+def test_without_the_completing_trace_built_only_its_ids_are_shown() -> None:
+    events = [*follower_fetch_trace(), *waited_produce(**BY_THE_FETCH)]
+    trace = only(build_traces(events, keep=lambda trace_id: trace_id == "t1"))
+
+    lines = after_the_response(render_tree(trace))
+
+    assert lines[1] == "↳ completed by high_watermark (span f2 in trace t2)"
+    assert lines[2].endswith("ProduceResponse  (mailbox 0.0ms)")
+
+
+def test_an_expiry_names_the_reapers_hop_in_the_same_trace_or_nothing_when_unknown() -> None:
+    expired = waited_produce(
+        completed_by="expired", completed_by_trace_id="t1", completed_by_span_id="x1"
+    )
+    expired += hop("x1", "s5", REAPER, PRODUCE_PURGATORY, "OperationsExpired", 1_028, 1_029)
+    lines = after_the_response(render_tree(only(build_traces(expired))))
+    assert lines[1:3] == [
+        "↳ completed by expired (span x1 in this trace)",
+        f"at {REAPER} -> {PRODUCE_PURGATORY}  OperationsExpired",
+    ]
+
+    unknown = waited_produce(
+        completed_by="expired", completed_by_trace_id="", completed_by_span_id=""
+    )
+    lines = after_the_response(render_tree(only(build_traces(unknown))))
+    assert lines[1] == "↳ completed by expired"
+    assert lines[2].endswith("ProduceResponse  (mailbox 0.0ms)")
+
+
+def test_mistyped_completion_fields_are_shown_as_they_are() -> None:
+    events = waited_produce(**{**BY_THE_FETCH, "completed_by_span_id": 7})
+    tree = render_tree(only(build_traces(events)))
+    assert "↳" not in tree
+    assert "completed_by_span_id: 7" in tree
+
+
+def test_the_mermaid_note_of_a_response_says_what_completed_it() -> None:
+    events = [*follower_fetch_trace(), *waited_produce(**BY_THE_FETCH)]
+    traces = {t.trace_id: t for t in build_traces(events)}
+    diagram = render_mermaid(traces["t1"])
+    (note,) = [line for line in diagram.splitlines() if "produce.response" in line]
+    assert "produce.response +29.0ms completed by high_watermark acks=-1" in note
+
+
+def test_the_command_shows_what_completed_a_wait(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b"".join(lines_of([*follower_fetch_trace(), *waited_produce(**BY_THE_FETCH)])))
+
+    code, out, err = run_trace(capsys, str(path), "--request", "produce", "--slowest", "1")
+
+    assert (code, err) == (0, "")
+    assert "↳ completed by high_watermark (span f2 in trace t2)" in out
+    assert "trace t2  fetch  " in out
+
+
 # -- the command on a real cluster's log -----------------------------------------------------------
 
 

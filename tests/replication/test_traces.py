@@ -1,18 +1,30 @@
-"""Every client request leaves one connected trace, from the client's send to its receipt."""
+"""Every client request leaves one connected trace, from the client's send to its receipt;
+a request that waited in a purgatory names the span, usually of another trace, that ended the
+wait."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import orjson
+import pytest
+
 from kafkactor.actors.runtime import Client, addresses
+from kafkactor.cli import main
+from kafkactor.messages import ErrorCode
 from kafkactor.messages.replication import FetchPartition, FetchRequest
 from kafkactor.testing import Cluster
+from kafkactor.trace import build_traces, describe, render_tree, select_traces
 from tests.replication.support import (
     MIN_ISR_2,
     TOPIC,
     WAIT_S,
     EventLog,
+    batch,
     fetch_one,
+    produce_request,
+    produce_results,
     values_of,
     wait_until,
 )
@@ -143,3 +155,166 @@ def test_consumer_fetches_leave_one_connected_trace_each(
         assert (rm, addresses.fetch_purgatory(1), "DelayOperation") in hop_names(hops)
     assert len({immediate, expired, woken}) == 3
     client.close()
+
+
+# -- what ended a wait -------------------------------------------------------------------------
+
+LEADER = addresses.partition(1, f"{TOPIC}-0")
+RM = addresses.replica_manager(1)
+
+
+def completion(events: EventLog, trace_id: str, event: str = "produce.response") -> dict[str, Any]:
+    """The response event of `trace_id`, which must name what completed it."""
+    (response,) = events.named(event, trace_id=trace_id)
+    assert {"completed_by", "completed_by_trace_id", "completed_by_span_id"} <= response.keys(), (
+        response
+    )
+    return response
+
+
+def completing_span(
+    events: EventLog, response: dict[str, Any]
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The receipt of the span a response names as its completion, and the state events logged
+    while that message was handled."""
+    trace_id, span_id = response["completed_by_trace_id"], response["completed_by_span_id"]
+    (receipt,) = events.named("msg.recv", trace_id=trace_id, span_id=span_id)
+    under = [
+        e
+        for e in events.all()
+        if e.get("trace_id") == trace_id
+        and e.get("parent_span_id") == span_id
+        and not e["event"].startswith("msg.")
+    ]
+    return receipt, under
+
+
+def root_send(events: EventLog, trace_id: str) -> dict[str, Any]:
+    (root,) = [
+        e for e in events.hops(trace_id) if e["event"] == "msg.send" and not e["parent_span_id"]
+    ]
+    return root
+
+
+def park_a_produce(
+    cluster: Cluster, events: EventLog, client: Client, *, timeout_ms: int = 5_000
+) -> tuple[Any, str]:
+    """Send an acks=-1 produce to the leader (broker 1) and return once it waits in the produce
+    purgatory: its future and its trace id."""
+    future = client.request(
+        RM, produce_request(-1, (TOPIC, 0, batch(b"waits")), timeout_ms=timeout_ms)
+    )
+    trace_id = events.trace_of(client.address, "ProduceRequest")
+    wait_until(
+        lambda: events.named(
+            "purgatory.watch", actor=addresses.produce_purgatory(1), trace_id=trace_id
+        ),
+        message="the produce to wait in the produce purgatory",
+    )
+    return future, trace_id
+
+
+@pytest.mark.timeout(30)
+def test_a_produce_that_waited_for_a_follower_names_the_fetch_that_moved_the_hw(
+    sticky_cluster: Cluster,
+    events: EventLog,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    cluster = sticky_cluster  # the isolated follower stays in the ISR: the HW waits for it
+    cluster.create_topic(TOPIC, partitions=1, replication_factor=3, config=MIN_ISR_2)
+    client = Client("producer", cluster.directory)
+    try:
+        client.call(RM, produce_request(-1, (TOPIC, 0, batch(b"first"))), WAIT_S)
+        cluster.isolate_broker(3)
+        future, trace_id = park_a_produce(cluster, events, client)
+        cluster.heal_broker(3)
+        assert produce_results(future.result(WAIT_S))[(TOPIC, 0)].error_code is ErrorCode.NONE
+    finally:
+        client.close()
+
+    response = completion(events, trace_id)
+    assert (response["completed_by"], response["waited"]) == ("high_watermark", True)
+    cause_trace = response["completed_by_trace_id"]
+    assert cause_trace != trace_id
+    # the span is the leader partition handling a follower's fetch position, and it is where
+    # the HW moved past the produce's record (offset 1)
+    receipt, under = completing_span(events, response)
+    assert (receipt["actor"], receipt["msg_type"]) == (LEADER, "FollowerFetchPosition")
+    advances = [e for e in under if e["event"] == "partition.hw_advance"]
+    assert [(e["actor"], e["high_watermark"]) for e in advances] == [(LEADER, 2)]
+    # ...in the trace of the healed follower's fetch: it was the last replica of the ISR
+    root = root_send(events, cause_trace)
+    assert (root["actor"], root["msg_type"]) == (addresses.fetcher(3, 1), "FetchRequest")
+
+    # `kafkactor trace` shows it under the wait, with the first line of the fetch's trace
+    traces = build_traces(events.all())
+    (produce,) = select_traces(traces, trace_id=trace_id)
+    (fetch,) = select_traces(traces, trace_id=cause_trace)
+    tree = render_tree(produce).splitlines()
+    (line,) = [i for i, text in enumerate(tree) if "· produce.response" in text]
+    assert tree[line + 1].strip() == (
+        f"↳ completed by high_watermark (span {receipt['span_id']} in trace {cause_trace})"
+    )
+    assert tree[line + 2].strip() == describe(fetch)
+    assert tree[line + 3].strip() == f"at {RM} -> {LEADER}  FollowerFetchPosition"
+    # and the command, which builds only the trace asked for, names the span
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events.all()))
+    capsys.readouterr()
+    assert main(["trace", str(path), "--trace-id", trace_id]) == 0
+    out = capsys.readouterr().out
+    assert (
+        f"↳ completed by high_watermark (span {receipt['span_id']} in trace {cause_trace})" in out
+    )
+
+
+@pytest.mark.timeout(30)
+def test_a_produce_that_waited_for_an_isr_shrink_names_the_shrink(
+    cluster: Cluster, events: EventLog
+) -> None:
+    cluster.create_topic(TOPIC, partitions=1, replication_factor=3, config=MIN_ISR_2)
+    client = Client("producer", cluster.directory)
+    try:
+        client.call(RM, produce_request(-1, (TOPIC, 0, batch(b"first"))), WAIT_S)
+        cluster.kill_broker(3)  # the HW cannot pass broker 3's log end until it leaves the ISR
+        future, trace_id = park_a_produce(cluster, events, client)
+        assert produce_results(future.result(WAIT_S))[(TOPIC, 0)].error_code is ErrorCode.NONE
+    finally:
+        client.close()
+
+    response = completion(events, trace_id)
+    assert response["completed_by"] == "isr_shrink"
+    receipt, under = completing_span(events, response)
+    assert (receipt["actor"], receipt["msg_type"]) == (LEADER, "MaybeShrinkIsr")
+    shrinks = [e for e in under if e["event"] == "partition.isr_shrink"]
+    assert [(e["actor"], e["removed"], e["isr"]) for e in shrinks] == [(LEADER, [3], [1, 2])]
+    assert [e["high_watermark"] for e in under if e["event"] == "partition.hw_advance"] == [2]
+
+
+@pytest.mark.timeout(30)
+def test_a_produce_that_timed_out_names_the_reapers_expiry(
+    sticky_cluster: Cluster, events: EventLog
+) -> None:
+    cluster = sticky_cluster
+    cluster.create_topic(TOPIC, partitions=1, replication_factor=3, config=MIN_ISR_2)
+    client = Client("producer", cluster.directory)
+    try:
+        client.call(RM, produce_request(-1, (TOPIC, 0, batch(b"first"))), WAIT_S)
+        cluster.kill_broker(3)  # dead, but in the ISR for 10 s: the produce can only time out
+        future, trace_id = park_a_produce(cluster, events, client, timeout_ms=200)
+        result = produce_results(future.result(WAIT_S))[(TOPIC, 0)]
+        assert result.error_code is ErrorCode.REQUEST_TIMED_OUT
+    finally:
+        client.close()
+
+    response = completion(events, trace_id)
+    assert (response["completed_by"], response["outcome"]) == ("expired", "expired")
+    # the Reaper's hop that expired it, in the produce's own trace (it expired alone)
+    assert response["completed_by_trace_id"] == trace_id
+    receipt, _ = completing_span(events, response)
+    assert (receipt["sender"], receipt["actor"], receipt["msg_type"]) == (
+        addresses.reaper(1),
+        addresses.produce_purgatory(1),
+        "OperationsExpired",
+    )

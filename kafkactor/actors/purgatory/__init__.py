@@ -6,6 +6,8 @@ advances a broker's one shared timer and hands expired operations back to their 
 
 from kafkactor.actors.purgatory.purgatory import DelayedOperation, Purgatory
 from kafkactor.actors.purgatory.purgatory_actor import (
+    EXPIRED,
+    CompletedBy,
     DelayedAwaitValue,
     OperationFactory,
     PurgatoryActor,
@@ -14,7 +16,9 @@ from kafkactor.actors.purgatory.purgatory_actor import (
 from kafkactor.actors.purgatory.reaper import REAPER_POLL_MS, ExpirationDelivery, ReaperActor
 
 __all__ = [
+    "EXPIRED",
     "REAPER_POLL_MS",
+    "CompletedBy",
     "DelayedAwaitValue",
     "DelayedOperation",
     "ExpirationDelivery",

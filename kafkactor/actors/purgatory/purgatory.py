@@ -22,6 +22,11 @@ class DelayedOperation(TimerTask):
     Subclasses implement `try_complete` (check the condition; call `force_complete` when it
     holds), `on_complete` (the completion logic, e.g. send the response) and `on_expiration`
     (called after `on_complete` when the timeout completed it).
+
+    `completed_by` says what completed it, as told by whoever did: the value given to
+    `check_and_complete`, `maybe_try_complete`, `force_complete` or `expire` (set before
+    `on_complete` runs). The purgatory never looks inside it; None when nobody said, e.g. when
+    the operation completed on its own first try.
     """
 
     def __init__(self, delay_ms: int) -> None:
@@ -35,6 +40,10 @@ class DelayedOperation(TimerTask):
         self.trace: TraceContext | None = None
         self.deadline_ms = -1  # when its timeout falls due on the timer's clock, once timed
         self.expired = False  # True when the timeout completed it (set before `on_complete`)
+        self.completed_by: object = None  # what completed it (opaque; set before `on_complete`)
+        # (thread id, cause) while `maybe_try_complete` tries on behalf of a cause: a
+        # `force_complete` from inside that try, on that thread, records the cause
+        self._trying_for: tuple[int, object] | None = None
 
     def try_complete(self) -> bool:
         """Check the condition; when it holds, `force_complete()` and return its result."""
@@ -50,40 +59,55 @@ class DelayedOperation(TimerTask):
     def is_completed(self) -> bool:
         return self._completed
 
-    def _mark_completed(self) -> bool:
+    def _mark_completed(self, completed_by: object = None) -> bool:
         with self._completion_lock:
             if self._completed:
                 return False
             self._completed = True
+            if completed_by is None:
+                trying = self._trying_for
+                if trying is not None and trying[0] == threading.get_ident():
+                    completed_by = trying[1]
+            self.completed_by = completed_by
         purgatory = self._purgatory
         if purgatory is not None:
             purgatory._delayed.pop(self.operation_id, None)
         self.cancel()  # out of the timer: cancelling a completed operation's timeout
         return True
 
-    def force_complete(self) -> bool:
-        """Complete now if nobody has: True for the one caller that did it."""
-        if not self._mark_completed():
+    def force_complete(self, completed_by: object = None) -> bool:
+        """Complete now if nobody has: True for the one caller that did it.
+
+        `completed_by` (or, when None, the cause `maybe_try_complete` is trying for on this
+        thread) becomes `self.completed_by`.
+        """
+        if not self._mark_completed(completed_by):
             return False
         self.on_complete()
         return True
 
-    def maybe_try_complete(self) -> bool:
-        """`try_complete` unless another thread is trying right now (Kafka's tryLock)."""
+    def maybe_try_complete(self, completed_by: object = None) -> bool:
+        """`try_complete` unless another thread is trying right now (Kafka's tryLock).
+
+        Should the try complete the operation, `completed_by` is recorded as what did.
+        """
         if not self._try_lock.acquire(blocking=False):
             return False
         try:
+            if completed_by is not None:
+                self._trying_for = (threading.get_ident(), completed_by)
             return self.try_complete()
         finally:
+            self._trying_for = None
             self._try_lock.release()
 
-    def expire(self) -> bool:
+    def expire(self, completed_by: object = None) -> bool:
         """The timeout: complete (unless already done), then `on_expiration`; True if it did.
 
-        `expired` is set before `on_complete` runs, so the completion logic can tell a timeout
-        from a satisfied condition.
+        `expired` (and `completed_by`, when given) is set before `on_complete` runs, so the
+        completion logic can tell a timeout from a satisfied condition.
         """
-        if not self._mark_completed():
+        if not self._mark_completed(completed_by):
             return False
         self.expired = True
         self.on_complete()
@@ -153,8 +177,12 @@ class Purgatory:
         self.maybe_purge()
         return False
 
-    def check_and_complete(self, key: Hashable) -> int:
-        """Re-try the operations watching `key`; how many completed now."""
+    def check_and_complete(self, key: Hashable, completed_by: object = None) -> int:
+        """Re-try the operations watching `key`; how many completed now.
+
+        `completed_by` (what changed the key; opaque here) is recorded on each operation this
+        call completes, before its `on_complete` runs.
+        """
         watchers = self._watchers.get(key)
         if watchers is None:
             return 0
@@ -162,7 +190,7 @@ class Purgatory:
         for operation in list(watchers):
             if operation.is_completed():
                 del watchers[operation]
-            elif operation.maybe_try_complete():
+            elif operation.maybe_try_complete(completed_by):
                 del watchers[operation]
                 completed += 1
         if not watchers:
@@ -182,18 +210,21 @@ class Purgatory:
                 cancelled.append(operation)
         return cancelled
 
-    def expire(self, operation_id: int) -> bool:
+    def expire(self, operation_id: int, completed_by: object = None) -> bool:
         """The timeout of `operation_id` fired: complete and expire it, unless already done."""
-        return bool(self.expire_all((operation_id,)))
+        return bool(self.expire_all((operation_id,), completed_by))
 
-    def expire_all(self, operation_ids: Iterable[int]) -> list[DelayedOperation]:
+    def expire_all(
+        self, operation_ids: Iterable[int], completed_by: object = None
+    ) -> list[DelayedOperation]:
         """The timeouts of these operations fired: the ones this call expired (others were
-        already done or are not this purgatory's)."""
+        already done or are not this purgatory's). `completed_by` (opaque here: who expired
+        them) is recorded on each."""
         expired = []
         delayed = self._delayed
         for operation_id in operation_ids:
             operation = delayed.get(operation_id)
-            if operation is not None and operation.expire():
+            if operation is not None and operation.expire(completed_by):
                 expired.append(operation)
         self.maybe_purge()
         return expired
@@ -230,6 +261,10 @@ class Purgatory:
     @property
     def keys(self) -> int:
         return len(self._watchers)
+
+    def is_watched(self, key: Hashable) -> bool:
+        """Whether `key` has a watcher list (completed entries count until removed or purged)."""
+        return key in self._watchers
 
     def pending(self) -> list[DelayedOperation]:
         """Every operation not yet completed (waiting in the timer)."""

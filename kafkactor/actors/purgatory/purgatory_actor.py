@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from kafkactor import tracing
@@ -24,6 +25,31 @@ from kafkactor.timer import Clock, Timer
 _ids = itertools.count(1)
 _log = tracing.get_logger("kafkactor.purgatory")
 
+EXPIRED = "expired"  # the `CompletedBy.kind` of an operation its timeout completed
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedBy:
+    """What completed a delayed operation: the kind of event, and the span it happened in.
+
+    `trace_id` and `span_id` name a span of the event log: the message being handled when the
+    completing event happened. For a partition's change (a `kind` such as `high_watermark` or
+    `isr_shrink`, see `replica_purgatory`) that is the message the partition was handling; for
+    an expiry (`expired`) the Reaper's `OperationsExpired`. Both are "" when not known.
+    """
+
+    kind: str
+    trace_id: str = ""
+    span_id: str = ""
+
+    def fields(self) -> dict[str, str]:
+        """As event fields: `completed_by` (the kind) and the span's ids."""
+        return {
+            "completed_by": self.kind,
+            "completed_by_trace_id": self.trace_id,
+            "completed_by_span_id": self.span_id,
+        }
+
 
 class RequestOperation(DelayedOperation):
     """A delayed operation created from a `DelayOperation` request, answered when it ends."""
@@ -35,6 +61,16 @@ class RequestOperation(DelayedOperation):
 
     def respond(self, response: Response) -> None:
         self.actor.reply(self.request, response, trace=self.trace)
+
+    @property
+    def completion(self) -> CompletedBy | None:
+        """What completed it: the `CompletedBy` its completer gave, `expired` (with no span)
+        for a timeout nobody described, else None (it completed on its own try, or is not
+        completed, or was aborted)."""
+        completed_by = self.completed_by
+        if isinstance(completed_by, CompletedBy):
+            return completed_by
+        return CompletedBy(EXPIRED) if self.expired else None
 
     def abort(self, error_code: ErrorCode, reason: str) -> bool:
         """End the operation without completing it (e.g. on shutdown), answering the caller."""
@@ -183,7 +219,13 @@ class PurgatoryActor(TracedActor):
 
     @handles(OperationsExpired)
     def _on_expired(self, event: OperationsExpired) -> None:
-        expired = self.purgatory.expire_all(event.operation_ids)
+        context = self.trace_context  # the Reaper's OperationsExpired: what completed them
+        completed_by = (
+            CompletedBy(EXPIRED, context.trace_id, context.parent_span_id)
+            if context is not None
+            else CompletedBy(EXPIRED)
+        )
+        expired = self.purgatory.expire_all(event.operation_ids, completed_by)
         if expired and tracing.is_enabled():
             delayed = self.purgatory.num_delayed
             for operation in expired:

@@ -114,6 +114,7 @@ class DelayedFetch(RequestOperation):
             waited=self.deadline_ms >= 0,
             expired=self.expired,
             trace=self.trace,
+            completed_by=self.completion,
         )
 
     def _read(self, key: str, wanted: FetchPartition) -> FetchPartitionData:

@@ -110,4 +110,5 @@ class DelayedProduce(RequestOperation):
             waited=self.deadline_ms >= 0,
             expired=self.expired,
             trace=self.trace,
+            completed_by=self.completion,
         )

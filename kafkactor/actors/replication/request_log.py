@@ -4,7 +4,9 @@ The hops of a request (`msg.send` / `msg.recv`) say where it went; these say wha
 how it ended, in one line each, so a reader of the event log (or `kafkactor analyze`) gets
 latency by acks and outcome without rebuilding traces. The replica manager logs the request
 on receipt; whoever answers it (the replica manager, or the purgatory it waited in) logs the
-response, with the latency measured on the broker's clock from that receipt.
+response, with the latency measured on the broker's clock from that receipt. A response from
+a purgatory also names what completed the wait (`completed_by`, and the span it happened in),
+so a trace that shows the wait can point at the trace that ended it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from kafkactor.messages.replication import (
 )
 
 if TYPE_CHECKING:
+    from kafkactor.actors.purgatory.purgatory_actor import CompletedBy
     from kafkactor.actors.runtime import TraceContext, TracedActor
 
 COMPLETED = "completed"
@@ -72,9 +75,13 @@ def _log_response(
     expired: bool,
     correlation_id: int,
     trace: TraceContext | None,
+    completed_by: CompletedBy | None,
     **fields: Any,
 ) -> None:
-    """The fields every response event has, around the request kind's own `fields`."""
+    """The fields every response event has, around the request kind's own `fields` (and,
+    when a purgatory says what completed the request, `completed_by` and its span)."""
+    if completed_by is not None:
+        fields.update(completed_by.fields())
     actor.log_event(
         event,
         trace=trace,
@@ -98,8 +105,10 @@ def log_produce_response(
     waited: bool,
     expired: bool = False,
     trace: TraceContext | None = None,
+    completed_by: CompletedBy | None = None,
 ) -> None:
-    """`produce.response`: a produce request was answered."""
+    """`produce.response`: a produce request was answered (`completed_by`: what ended its
+    wait in the produce purgatory)."""
     if not tracing.is_enabled():
         return
     _log_response(
@@ -111,6 +120,7 @@ def log_produce_response(
         expired=expired,
         correlation_id=correlation_id,
         trace=trace,
+        completed_by=completed_by,
         acks=acks,
     )
 
@@ -140,8 +150,10 @@ def log_fetch_response(
     waited: bool,
     expired: bool = False,
     trace: TraceContext | None = None,
+    completed_by: CompletedBy | None = None,
 ) -> None:
-    """`fetch.response`: a fetch was answered (`expired`: its max wait passed first)."""
+    """`fetch.response`: a fetch was answered (`expired`: its max wait passed first;
+    `completed_by`: what ended its wait in the fetch purgatory)."""
     if not tracing.is_enabled():
         return
     _log_response(
@@ -153,6 +165,7 @@ def log_fetch_response(
         expired=expired,
         correlation_id=correlation_id,
         trace=trace,
+        completed_by=completed_by,
         replica_id=replica_id,
         fetcher=fetcher_kind(replica_id),
         bytes=sum(len(p.records) for p in partitions),

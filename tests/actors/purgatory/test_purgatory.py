@@ -21,7 +21,8 @@ from kafkactor.timer import ManualClock, Timer
 class FlagOperation(DelayedOperation):
     """Completes when `ready` is set (or, with `ready_on_try=n`, from its n-th try on).
 
-    Records every `on_complete` / `on_expiration` call, in order, with the clock's time.
+    Records every `on_complete` / `on_expiration` call, in order, with the clock's time (and
+    what `completed_by` said when `on_complete` ran).
     """
 
     def __init__(
@@ -35,6 +36,7 @@ class FlagOperation(DelayedOperation):
         self.calls: list[str] = []
         self.completed_at: list[int] = []
         self.expired_at_completion: list[bool] = []
+        self.completed_by_at_completion: list[object] = []
         self._calls_lock = threading.Lock()
 
     def try_complete(self) -> bool:
@@ -49,6 +51,7 @@ class FlagOperation(DelayedOperation):
             self.calls.append("complete")
             self.completed_at.append(self.clock.now_ms())
             self.expired_at_completion.append(self.expired)
+            self.completed_by_at_completion.append(self.completed_by)
 
     def on_expiration(self) -> None:
         with self._calls_lock:
@@ -579,6 +582,95 @@ def test_delayed_and_watched_counts_as_operations_complete(h: Harness) -> None:
     assert h.purgatory.check_and_complete("c") == 1
     assert (h.purgatory.num_delayed, h.purgatory.watched, h.purgatory.keys) == (0, 0, 0)
     assert h.purgatory.pending() == []
+
+
+# -- what completed an operation ---------------------------------------------------------------
+
+
+@pytest.mark.timeout(10)
+def test_check_and_complete_records_its_cause_on_the_operations_it_completed(h: Harness) -> None:
+    ready, waiting, elsewhere = h.op(), h.op(), h.op()
+    for op in (ready, waiting):
+        h.watch(op, "k")
+    h.watch(elsewhere, "j")
+    ready.ready = True
+    assert h.purgatory.is_watched("k") and not h.purgatory.is_watched("nobody's")
+
+    assert h.purgatory.check_and_complete("k", completed_by="hw moved") == 1
+
+    assert ready.completed_by_at_completion == ["hw moved"]  # set before on_complete ran
+    assert (waiting.completed_by, elsewhere.completed_by) == (None, None)
+    waiting.ready = elsewhere.ready = True
+    assert h.purgatory.check_and_complete("k", completed_by="isr shrank") == 1
+    assert h.purgatory.check_and_complete("j") == 1  # said nothing: records nothing
+    assert waiting.completed_by_at_completion == ["isr shrank"]
+    assert elsewhere.completed_by_at_completion == [None]
+    assert h.purgatory.check_and_complete("k", completed_by="later") == 0
+    assert ready.completed_by == "hw moved"  # completed once, by the first cause
+    assert not h.purgatory.is_watched("k")  # its emptied watcher list is gone
+
+
+@pytest.mark.timeout(10)
+def test_an_operation_completed_by_its_own_try_or_by_force_records_what_it_was_told(
+    h: Harness,
+) -> None:
+    at_once, forced = h.op(ready=True), h.op()
+    assert h.watch(at_once, "k") is True
+    h.watch(forced, "k")
+
+    assert forced.force_complete(completed_by="the owner") is True
+    assert forced.force_complete(completed_by="someone else") is False
+
+    assert at_once.completed_by_at_completion == [None]
+    assert forced.completed_by_at_completion == ["the owner"]
+
+
+@pytest.mark.timeout(10)
+def test_an_expiry_records_who_expired_it(h: Harness) -> None:
+    by_owner, by_timer = h.op(100), h.op(100)
+    h.watch(by_owner, "k")
+    h.watch(by_timer, "k")
+
+    assert h.purgatory.expire_all([by_owner.operation_id], completed_by="the reaper") == [by_owner]
+    h.advance(100)  # the timer runs the other one's timeout inline: nobody says who
+
+    assert (by_owner.calls, by_timer.calls) == (["complete", "expire"], ["complete", "expire"])
+    assert by_owner.completed_by_at_completion == ["the reaper"]
+    assert by_owner.expired_at_completion == [True]
+    assert by_timer.completed_by_at_completion == [None]
+    assert h.purgatory.expire(by_owner.operation_id, completed_by="again") is False
+    assert by_owner.completed_by == "the reaper"
+
+
+@pytest.mark.timeout(10)
+def test_a_cause_being_tried_for_on_one_thread_is_not_given_to_a_completion_on_another() -> None:
+    """While `maybe_try_complete(cause)` runs on one thread, another thread's
+    `force_complete()` completes the operation: it said no cause, and gets none."""
+    clock = ManualClock(0)
+    inside, forced = threading.Event(), threading.Event()
+
+    class Slow(FlagOperation):
+        def try_complete(self) -> bool:
+            inside.set()
+            assert forced.wait(5), "the other thread never completed the operation"
+            return self.force_complete()  # too late: already completed
+
+    op = Slow(100, clock)
+
+    def complete_meanwhile() -> None:
+        if inside.wait(5):
+            op.force_complete()
+            forced.set()
+
+    other = threading.Thread(target=complete_meanwhile)
+    other.start()
+    try:
+        assert op.maybe_try_complete(completed_by="the snapshot being tried") is False
+    finally:
+        other.join(timeout=5)
+    assert not other.is_alive()
+    assert op.completed_by_at_completion == [None]
+    assert op.completions == 1
 
 
 # -- cancelling a key --------------------------------------------------------------------------

@@ -22,16 +22,25 @@ from typing import Any
 import pytest
 
 from kafkactor.actors.purgatory import Purgatory, RequestOperation
+from kafkactor.actors.purgatory.purgatory_actor import EXPIRED, CompletedBy
 from kafkactor.actors.replication import (
     DelayedFetch,
     DelayedProduce,
     ReplicaPurgatoryActor,
     check_enough_replicas_reach_offset,
 )
+from kafkactor.actors.replication.replica_purgatory import (
+    APPEND,
+    HIGH_WATERMARK,
+    ISR_EXPAND,
+    ISR_SHRINK,
+    LEADERSHIP,
+    snapshot_cause,
+)
 from kafkactor.actors.runtime import Directory
 from kafkactor.common import TopicPartition
 from kafkactor.messages import Envelope, ErrorCode
-from kafkactor.messages.purgatory import DelayOperation
+from kafkactor.messages.purgatory import DelayOperation, OperationsExpired
 from kafkactor.messages.replication import (
     CONSUMER_REPLICA_ID,
     FetchPartition,
@@ -56,6 +65,7 @@ from kafkactor.storage import (
     iter_batches,
 )
 from kafkactor.timer import ManualClock, Timer, TimerTask
+from tests.replication.support import EventLog, captured_events
 
 CLIENT = "client/x"
 CORRELATION_ID = 7
@@ -102,10 +112,11 @@ class Harness:
         for snapshot in snapshots:
             self.actor.snapshots[snapshot.key] = snapshot
 
-    def publish(self, snapshot: PartitionSnapshot) -> int:
-        """A partition publishes a snapshot: the operations watching it are re-checked."""
+    def publish(self, snapshot: PartitionSnapshot, completed_by: object = None) -> int:
+        """A partition publishes a snapshot: the operations watching it are re-checked (and
+        told `completed_by`, should it complete them)."""
         self.set(snapshot)
-        return self.purgatory.check_and_complete(snapshot.key)
+        return self.purgatory.check_and_complete(snapshot.key, completed_by)
 
     def submit(self, request: DelayOperation) -> tuple[RequestOperation, bool]:
         """The request arrives: build its operation, try it, else watch it and time it."""
@@ -791,3 +802,165 @@ def test_a_consumer_never_receives_a_batch_that_reaches_the_hw(
     assert all(last < hw for _, last in offsets), offsets
     complete_batches = [(b, b + 2) for b in range(fetch_offset, 9, 3) if b + 2 < hw]
     assert offsets == complete_batches  # every whole batch below the HW is there
+
+
+# -- what completed an operation ------------------------------------------------------------------
+
+TRACE = "a1" * 8
+CAUSE_TRACE = "b2" * 8
+CAUSE_SPAN = "c3" * 8  # the span the partition was handling when it published
+SNAPSHOT_SPAN = "d4" * 8  # the snapshot's own hop
+PARTITION = "broker/1/partition/t-0"
+
+
+@pytest.fixture
+def events() -> Iterator[EventLog]:
+    with captured_events() as captured:
+        yield captured
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize(
+    ("previous", "current", "cause"),
+    [
+        (None, snapshot(hw=5, kind=LogEndOffsetAdvanced), APPEND),
+        (None, snapshot(hw=5, kind=HighWatermarkAdvanced), HIGH_WATERMARK),
+        (None, snapshot(hw=5, kind=LeadershipChanged), LEADERSHIP),
+        (snapshot(hw=5), snapshot(hw=5, kind=LeadershipChanged), LEADERSHIP),
+        (snapshot(hw=5), snapshot(hw=6, is_leader=False), LEADERSHIP),
+        (snapshot(hw=5), snapshot(hw=6, exists=False), LEADERSHIP),
+        (snapshot(hw=5, is_leader=False), snapshot(hw=6, kind=HighWatermarkAdvanced), LEADERSHIP),
+        (snapshot(hw=5, isr=(1, 2, 3)), snapshot(hw=5, isr=(1, 2)), ISR_SHRINK),
+        # the shrink is what let the HW advance: it is named, not the HW
+        (snapshot(hw=5, isr=(1, 2, 3)), snapshot(hw=9, isr=(1, 2)), ISR_SHRINK),
+        (snapshot(hw=5, leo=9), snapshot(hw=9, leo=9), HIGH_WATERMARK),
+        (snapshot(hw=5, isr=(1,)), snapshot(hw=9, isr=(1, 2)), HIGH_WATERMARK),
+        (snapshot(hw=5, isr=(1,)), snapshot(hw=5, isr=(1, 2)), ISR_EXPAND),
+        (snapshot(hw=5, leo=5), snapshot(hw=5, leo=7, kind=LogEndOffsetAdvanced), APPEND),
+        (snapshot(hw=5), snapshot(hw=5, kind=HighWatermarkAdvanced), HIGH_WATERMARK),
+    ],
+)
+def test_a_snapshot_says_what_changed_most_consequentially(
+    previous: PartitionSnapshot | None, current: PartitionSnapshot, cause: str
+) -> None:
+    assert snapshot_cause(previous, current) == cause
+
+
+@pytest.mark.timeout(10)
+def test_a_leader_epoch_change_is_leadership() -> None:
+    previous = snapshot(hw=5)
+    moved = PartitionSnapshot(**{**fields_of(snapshot(hw=9)), "leader_epoch": 1})
+    assert snapshot_cause(previous, moved) == LEADERSHIP
+
+
+def fields_of(snapshot: PartitionSnapshot) -> dict[str, Any]:
+    return {name: getattr(snapshot, name) for name in PartitionSnapshot.__dataclass_fields__}
+
+
+def completion_fields(event: dict[str, Any]) -> tuple[str, str, str]:
+    return (
+        event["completed_by"],
+        event["completed_by_trace_id"],
+        event["completed_by_span_id"],
+    )
+
+
+@pytest.mark.timeout(10)
+def test_the_produce_response_names_what_completed_its_wait(h: Harness, events: EventLog) -> None:
+    h.set(snapshot(0, hw=0))
+    h.submit(produce_request(status(0, 10)))
+
+    cause = CompletedBy(ISR_SHRINK, CAUSE_TRACE, CAUSE_SPAN)
+    assert h.publish(snapshot(0, hw=10, isr=(1,), min_isr=1), completed_by=cause) == 1
+
+    assert outcomes(h.produce_response()) == [(0, ErrorCode.NONE, 7)]
+    (response,) = events.named("produce.response")
+    assert completion_fields(response) == (ISR_SHRINK, CAUSE_TRACE, CAUSE_SPAN)
+    assert (response["waited"], response["outcome"]) == (True, "completed")
+
+
+@pytest.mark.timeout(10)
+def test_responses_that_did_not_wait_or_expired_by_the_timer_alone_say_so(
+    h: Harness, logs: dict[str, Log], tmp_path: Path, events: EventLog
+) -> None:
+    h.set(snapshot(0, hw=10), snapshot(1, hw=0))
+    h.submit(produce_request(status(0, 10)))  # satisfied on arrival: nothing completed it
+    h.submit(produce_request(status(1, 10)))  # expired by a timer run inline: no span to name
+    log = open_log(logs, tmp_path, 2)
+    h.set(log_snapshot(log, hw=0))
+    h.submit(fetch_request(wanted(2)))
+    h.advance(TIMEOUT_MS)
+
+    at_once, expired = events.named("produce.response")
+    assert at_once["waited"] is False and "completed_by" not in at_once
+    assert completion_fields(expired) == (EXPIRED, "", "")
+    (fetched,) = events.named("fetch.response")
+    assert (fetched["outcome"], completion_fields(fetched)) == ("expired", (EXPIRED, "", ""))
+
+
+def hop(payload: Any, *, trace_id: str, span_id: str, parent_span_id: str = "") -> Envelope:
+    return Envelope(
+        payload=payload,
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=parent_span_id,
+        sender=PARTITION,
+    )
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize(
+    ("parent_span_id", "named_span"),
+    [(CAUSE_SPAN, CAUSE_SPAN), ("", SNAPSHOT_SPAN)],
+    ids=["the span the partition was handling", "the snapshot's hop when it has no parent"],
+)
+def test_a_snapshot_completes_operations_in_the_span_its_partition_published_it_from(
+    h: Harness, events: EventLog, parent_span_id: str, named_span: str
+) -> None:
+    actor = h.actor  # never started: its handlers run here, on the test's thread
+    actor.on_receive(
+        hop(snapshot(0, hw=0, kind=LeadershipChanged), trace_id=CAUSE_TRACE, span_id="e5" * 8)
+    )
+    actor.on_receive(hop(produce_request(status(0, 10)), trace_id=TRACE, span_id="f6" * 8))
+    assert h.responses == []
+
+    actor.on_receive(
+        hop(
+            snapshot(0, hw=10, kind=HighWatermarkAdvanced),
+            trace_id=CAUSE_TRACE,
+            span_id=SNAPSHOT_SPAN,
+            parent_span_id=parent_span_id,
+        )
+    )
+
+    assert outcomes(h.produce_response()) == [(0, ErrorCode.NONE, 7)]
+    (response,) = events.named("produce.response")
+    assert response["trace_id"] == TRACE
+    assert completion_fields(response) == (HIGH_WATERMARK, CAUSE_TRACE, named_span)
+    (complete,) = events.named("purgatory.complete", key="t-0")
+    assert (complete["trace_id"], complete["completed_by"]) == (CAUSE_TRACE, HIGH_WATERMARK)
+
+
+@pytest.mark.timeout(10)
+def test_an_expiry_from_the_reaper_names_its_hop(h: Harness, events: EventLog) -> None:
+    actor = h.actor
+    actor.on_receive(
+        hop(snapshot(0, hw=0, kind=LeadershipChanged), trace_id=CAUSE_TRACE, span_id="e5" * 8)
+    )
+    actor.on_receive(hop(produce_request(status(0, 10)), trace_id=TRACE, span_id="f6" * 8))
+    (operation,) = actor.purgatory.pending()
+
+    expiry_span = "07" * 8
+    actor.on_receive(
+        hop(
+            OperationsExpired(operation_ids=(operation.operation_id,)),
+            trace_id=TRACE,
+            span_id=expiry_span,
+            parent_span_id="f6" * 8,
+        )
+    )
+
+    assert outcomes(h.produce_response()) == [(0, ErrorCode.REQUEST_TIMED_OUT, -1)]
+    (response,) = events.named("produce.response")
+    assert completion_fields(response) == (EXPIRED, TRACE, expiry_span)
+    assert response["outcome"] == "expired"
