@@ -14,30 +14,22 @@ line per step, and the `kafkactor nemesis` command prints.
 
 from __future__ import annotations
 
-import functools
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Collection
-from concurrent.futures import Future
 from pathlib import Path
 
 from kafkactor import tracing
 from kafkactor.actors.broker import BrokerConfig
 from kafkactor.actors.replication import ReplicaManagerConfig
-from kafkactor.clients import ProduceError, Producer, RecordMetadata
-from kafkactor.common import TopicPartition
-from kafkactor.storage import Log, StorageError, iter_batches
 from kafkactor.testing.cluster import Cluster
+from kafkactor.testing.read_back import check_after, wait_for
 from kafkactor.testing.schedule import Action, Role, Schedule, Step, generate_schedule
 from kafkactor.testing.verdict import (
-    Ack,
     ScheduleResult,
-    StoredBatch,
-    count_duplicates,
-    find_divergence,
-    find_lost,
 )
+from kafkactor.testing.workload import Workload
 
 TOPIC = "nemesis"
 BROKERS = 3
@@ -46,8 +38,6 @@ KAFKA_SESSION_TIMEOUT_MS = 6000  # zookeeper.session.timeout.ms in Kafka 0.9
 SAFE_TOPIC_CONFIG = {"min.insync.replicas": "2"}
 UNSAFE_TOPIC_CONFIG = {"min.insync.replicas": "1", "unclean.leader.election.enable": "true"}
 RECOVERY_SESSIONS = 10  # recovery after healing must take at most this many session timeouts
-DRAIN_S = 5.0  # how long stopped producers wait for answers still out
-READ_S = 10.0  # how long reading one partition back may take
 
 
 def nemesis_config(session_timeout_ms: int = SESSION_TIMEOUT_MS) -> BrokerConfig:
@@ -84,131 +74,7 @@ def _pause(seconds: float) -> None:
     threading.Event().wait(max(0.0, seconds))
 
 
-def _wait_for(condition: Callable[[], bool], timeout_s: float, poll_s: float = 0.05) -> bool:
-    """Poll `condition` until it holds (True) or `timeout_s` passes (False)."""
-    deadline = time.monotonic() + timeout_s
-    pause = threading.Event()
-    while True:
-        if condition():
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        pause.wait(poll_s)
-
-
 # -- the workload ------------------------------------------------------------------------------
-
-
-class Workload:
-    """Producers sending unique values (`s<seed>-<producer>-<n>`) round-robin over the
-    partitions, at most `in_flight` unanswered sends each (a send unanswered for longer than
-    `client_timeout_s` stops counting, as Kafka's request.timeout.ms gives up on a request),
-    paced at `rate` sends per second each. Every acknowledged value is kept with its
-    partition and offset, every failed one with its error."""
-
-    def __init__(
-        self,
-        cluster: Cluster,
-        topic: str,
-        partitions: int,
-        *,
-        seed: int,
-        producers: int,
-        acks: int,
-        in_flight: int,
-        rate: float,
-        client_timeout_s: float = 35.0,
-    ) -> None:
-        self.topic = topic
-        self.partitions = partitions
-        self.seed = seed
-        self.in_flight = in_flight
-        self.interval_s = 1.0 / rate if rate > 0 else 0.0
-        self.client_timeout_s = client_timeout_s
-        # Kafka's defaults but acks: retries=0 sends each value once, so a failed send is
-        # simply indeterminate and a duplicate can only come from the brokers; timeout_ms is
-        # 30 s, as in Kafka (an acks=all request waits that long at most for the ISR).
-        self.producers: list[Producer] = [cluster.producer(acks=acks) for _ in range(producers)]
-        self.acked: list[Ack] = []
-        self.failed: dict[bytes, str] = {}
-        self.sent = 0
-        self._outstanding: dict[bytes, tuple[int, float]] = {}  # value -> (producer, sent at)
-        self._answers = threading.Condition()
-        self._stop = threading.Event()
-        self._threads = [
-            threading.Thread(
-                target=self._run, args=(index,), name=f"nemesis-producer-{index}", daemon=True
-            )
-            for index in range(producers)
-        ]
-
-    def start(self) -> Workload:
-        for thread in self._threads:
-            thread.start()
-        return self
-
-    def _busy(self, index: int) -> bool:
-        """Whether producer `index` has its fill of sends out (the caller holds the lock)."""
-        recent = time.monotonic() - self.client_timeout_s
-        out = sum(1 for p, at in self._outstanding.values() if p == index and at > recent)
-        return out >= self.in_flight
-
-    def _run(self, index: int) -> None:
-        producer, number = self.producers[index], 0
-        while not self._stop.is_set():
-            with self._answers:
-                if self._busy(index):
-                    self._answers.wait(0.05)
-                    continue
-                value = f"s{self.seed}-{index}-{number}".encode()
-                self._outstanding[value] = (index, time.monotonic())
-                self.sent += 1
-            partition = number % self.partitions
-            number += 1
-            try:
-                future = producer.send(self.topic, value, partition=partition)
-            except Exception as error:  # closed, or no broker answered the metadata request
-                self._record(value, None, error)
-            else:
-                future.add_done_callback(functools.partial(self._answered, value))
-            self._stop.wait(self.interval_s)  # pacing, not a wait for the system
-
-    def _answered(self, value: bytes, future: Future[RecordMetadata]) -> None:
-        error = future.exception()
-        self._record(value, None if error is not None else future.result(), error)
-
-    def _record(
-        self, value: bytes, metadata: RecordMetadata | None, error: BaseException | None
-    ) -> None:
-        with self._answers:
-            self._outstanding.pop(value, None)
-            if metadata is not None:
-                self.acked.append(Ack(value, metadata.partition, metadata.offset))
-            else:
-                code = (
-                    error.error_code.name
-                    if isinstance(error, ProduceError)
-                    else type(error).__name__
-                )
-                self.failed[value] = code
-            self._answers.notify_all()
-
-    def stop(self, drain_s: float = DRAIN_S) -> tuple[list[Ack], dict[bytes, str], int]:
-        """Stop sending and wait up to `drain_s` for the answers still out. Returns what was
-        acknowledged, what failed (value -> error) and how many sends stayed unanswered
-        (indeterminate), as they stood before the producers were closed."""
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(30)
-        with self._answers:
-            self._answers.wait_for(lambda: not self._outstanding, timeout=drain_s)
-            outcome = list(self.acked), dict(self.failed), len(self._outstanding)
-        for producer in self.producers:
-            producer.close()
-        return outcome
-
-
-# -- applying a schedule -----------------------------------------------------------------------
 
 
 class Nemesis:
@@ -388,116 +254,9 @@ class Nemesis:
                 return False
 
         limit = self.healthy_timeout_s if timeout_s is None else timeout_s
-        if not _wait_for(healthy, limit):
+        if not wait_for(healthy, limit):
             return None
         return time.monotonic() - started
-
-
-# -- reading back ------------------------------------------------------------------------------
-
-
-def stored_batches(log: Log, high_watermark: int) -> list[StoredBatch]:
-    """The log's batches that end below `high_watermark`, read from its log start."""
-    batches: list[StoredBatch] = []
-    offset = log.log_start_offset
-    while offset < high_watermark:
-        data = log.read(offset, 1 << 20, max_offset=high_watermark).records
-        before = offset
-        for batch in iter_batches(data):
-            if batch.last_offset >= high_watermark or batch.last_offset < offset:
-                continue
-            start = batch.position
-            batches.append(
-                StoredBatch(
-                    batch.base_offset,
-                    batch.last_offset,
-                    bytes(data[start : start + batch.size_in_bytes]),
-                )
-            )
-            offset = batch.next_offset
-        if offset == before:  # nothing more below the high watermark
-            break
-    return batches
-
-
-class _Check:
-    """The checks after a run, against the healed cluster."""
-
-    def __init__(self, cluster: Cluster, topic: str, partitions: int) -> None:
-        self.cluster = cluster
-        self.topic = topic
-        self.partitions = partitions
-        self.notes: list[str] = []
-
-    def settle(self, timeout_s: float) -> bool:
-        """Wait until every leader's HW is its log end, and every replica's log end too."""
-        cluster, topic = self.cluster, self.topic
-
-        def settled() -> bool:
-            try:
-                for p in range(self.partitions):
-                    leader = cluster.describe_partition(topic, p)
-                    if not leader.is_leader or leader.high_watermark != leader.log_end_offset:
-                        return False
-                    for replica in cluster.replicas(topic, p):
-                        follower = cluster.describe_partition(topic, p, broker=replica)
-                        if follower.log_end_offset != leader.log_end_offset:
-                            return False
-            except Exception:  # a replica not there yet
-                return False
-            return True
-
-        if _wait_for(settled, timeout_s):
-            return True
-        self.notes.append(f"replicas not settled (HW = log end everywhere) in {timeout_s:.0f}s")
-        return False
-
-    def high_watermark(self, partition: int) -> int:
-        return self.cluster.describe_partition(self.topic, partition).high_watermark
-
-    def read(self, partition: int, high_watermark: int) -> dict[int, bytes | None]:
-        """Every record from offset 0 up to the high watermark, by offset (a consumer)."""
-        consumer = self.cluster.consumer(max_wait_ms=100)
-        consumer.assign([(self.topic, partition)])
-        found: dict[int, bytes | None] = {}
-
-        def read_up() -> bool:
-            for record in consumer.poll(100):
-                found[record.offset] = record.value
-            return consumer.position(self.topic, partition) >= high_watermark
-
-        if not _wait_for(read_up, READ_S, poll_s=0.01):
-            self.notes.append(
-                f"p{partition}: read stopped at {consumer.position(self.topic, partition)}"
-                f" of {high_watermark}"
-            )
-        consumer.close()
-        return found
-
-    def replicas(
-        self, partition: int, high_watermark: int
-    ) -> tuple[dict[int, list[StoredBatch]], set[int]]:
-        """Every live replica's batches below the high watermark, read from its `Log`, and
-        the replicas outside the ISR (they may lag, but must not differ)."""
-        cluster, key = self.cluster, str(TopicPartition(topic=self.topic, partition=partition))
-        isr = set(cluster.isr(self.topic, partition))
-        held: dict[int, list[StoredBatch]] = {}
-        for broker in cluster.replicas(self.topic, partition):
-            node = cluster.brokers.get(broker)
-            log = node.logs.get(key) if node is not None and node.alive else None
-            if log is None:
-                self.notes.append(f"p{partition}: broker {broker} has no log to compare")
-                continue
-            for _attempt in range(3):
-                try:
-                    held[broker] = stored_batches(log, high_watermark)
-                    break
-                except StorageError as error:  # truncated or closed under us: read again
-                    self.notes.append(f"p{partition}: broker {broker} read failed: {error!r}")
-        return held, {b for b in held if b not in isr}
-
-
-# -- one schedule ------------------------------------------------------------------------------
 
 
 def run_schedule(
@@ -615,32 +374,4 @@ def _run(
             result.applied, result.notes = nemesis.applied, result.notes + nemesis.notes
         result.acked, result.failed = len(acked), len(failed)
         result.failed_codes = dict(Counter(failed.values()).most_common())
-        _check(cluster, schedule.partitions, acked, result, settle_s=3 * session_s)
-
-
-def _check(
-    cluster: Cluster,
-    partitions: int,
-    acked: list[Ack],
-    result: ScheduleResult,
-    *,
-    settle_s: float,
-) -> None:
-    check = _Check(cluster, TOPIC, partitions)
-    check.settle(settle_s)
-    consumed: dict[int, dict[int, bytes | None]] = {}
-    for p in range(partitions):
-        try:
-            high_watermark = check.high_watermark(p)
-        except Exception as error:  # no leader to ask (a liveness failure, reported as such)
-            check.notes.append(f"p{p}: not checked, no high watermark to read: {error!r}")
-            continue
-        consumed[p] = check.read(p, high_watermark)
-        held, lagging = check.replicas(p, high_watermark)
-        divergence = find_divergence(p, high_watermark, held, may_lag=lagging)
-        if divergence is not None:
-            result.divergent.append(divergence)
-    # The records of a partition that could not be read are neither found nor lost.
-    result.lost = find_lost([a for a in acked if a.partition in consumed], consumed)
-    result.duplicates = count_duplicates(consumed)
-    result.notes.extend(check.notes)
+        check_after(cluster, TOPIC, schedule.partitions, acked, result, settle_s=3 * session_s)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kafkactor.storage import Log, LogConfig, Record, iter_batches
-from kafkactor.testing.nemesis import stored_batches
+from kafkactor.testing.read_back import stored_batches
 from kafkactor.testing.verdict import (
     Ack,
     Divergence,

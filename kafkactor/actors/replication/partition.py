@@ -63,7 +63,7 @@ class PartitionState:
     ISR changes are decided here and come out as a `PendingIsrChange`; the actor writes it
     to ZooKeeper and commits or aborts it (this class does no I/O).
 
-    "Caught up" follows Kafka's later rule (KAFKA-2496's successor): a fetch at or past the
+    "Caught up" follows Kafka's rule since 0.10.2 (KAFKA-4485): a fetch at or past the
     leader's current LEO is caught up now; a fetch at or past the LEO the leader had at the
     follower's previous fetch was caught up at that previous fetch. Under steady load a
     follower is therefore never dropped merely because new records keep arriving.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 from kazoo.exceptions import BadVersionError, NoNodeError
 
@@ -188,31 +189,13 @@ class PartitionActor(TracedActor):
         )
         change = outcome.isr_change
         changed = change is not None and self._apply_isr_change(change)
-        if changed and change is not None and change.is_shrink:
-            self.log_event(
-                "partition.isr_shrink",
-                topic=state.topic,
-                partition=state.partition,
-                removed=list(change.removed),
-                isr_before=list(isr_before),
-                isr=list(state.isr),
-                high_watermark=state.high_watermark,
-                reason=change.reason,
-            )
+        if changed and change is not None and change.is_shrink:  # it lost acknowledged records
+            self._log_isr_change(change, isr_before)
             self._publish(HighWatermarkAdvanced, hw_moved=False)
             return
-        if changed:
+        if changed and change is not None:
             state.maybe_increment_high_watermark(self.log.log_end_offset)
-            if tracing.is_enabled():
-                self.log_event(
-                    "partition.isr_expand",
-                    topic=state.topic,
-                    partition=state.partition,
-                    replica=event.replica_id,
-                    isr_before=list(isr_before),
-                    isr=list(state.isr),
-                    high_watermark=state.high_watermark,
-                )
+            self._log_isr_change(change, isr_before)
         hw_moved = state.high_watermark != hw_before
         if hw_moved or changed:
             self._publish(HighWatermarkAdvanced, hw_moved=hw_moved)
@@ -228,17 +211,29 @@ class PartitionActor(TracedActor):
         if change is None or not self._apply_isr_change(change):
             return
         state.maybe_increment_high_watermark(self.log.log_end_offset)
-        if tracing.is_enabled():
-            self.log_event(
-                "partition.isr_shrink",
-                topic=state.topic,
-                partition=state.partition,
-                removed=list(change.removed),
-                isr_before=list(isr_before),
-                isr=list(state.isr),
-                high_watermark=state.high_watermark,
-            )
+        self._log_isr_change(change, isr_before)
         self._publish(HighWatermarkAdvanced, hw_moved=state.high_watermark != hw_before)
+
+    def _log_isr_change(self, change: PendingIsrChange, isr_before: tuple[int, ...]) -> None:
+        """`partition.isr_shrink` / `partition.isr_expand` for a committed change."""
+        if not tracing.is_enabled():
+            return
+        state = self.state
+        where: dict[str, Any] = {
+            "topic": state.topic,
+            "partition": state.partition,
+            "isr_before": list(isr_before),
+            "isr": list(state.isr),
+            "high_watermark": state.high_watermark,
+        }
+        if not change.is_shrink:
+            self.log_event("partition.isr_expand", replica=change.added[0], **where)
+        elif change.reason:
+            self.log_event(
+                "partition.isr_shrink", removed=list(change.removed), reason=change.reason, **where
+            )
+        else:
+            self.log_event("partition.isr_shrink", removed=list(change.removed), **where)
 
     # -- follower: appends from the fetcher ----------------------------------------------------
 
