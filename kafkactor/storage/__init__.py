@@ -28,13 +28,9 @@ from kafkactor.storage.leader_epoch import (
     LeaderEpochCache,
     LeaderEpochCheckpoint,
 )
-from kafkactor.storage.log import (
-    LEADER_EPOCH_CHECKPOINT,
-    Log,
-    parse_base_offset,
-    parse_topic_partition,
-)
+from kafkactor.storage.log import Log, parse_topic_partition
 from kafkactor.storage.log_info import LogAppendInfo, LogOffsetMetadata, LogReadResult
+from kafkactor.storage.log_loader import LEADER_EPOCH_CHECKPOINT, parse_base_offset
 from kafkactor.storage.log_manager import (
     CLEAN_SHUTDOWN_FILE,
     RECOVERY_POINT_CHECKPOINT,
@@ -42,6 +38,7 @@ from kafkactor.storage.log_manager import (
     LogManager,
     LogManagerConfig,
 )
+from kafkactor.storage.record_batch import RecordBatch, batch_size_at, iter_batches
 from kafkactor.storage.records import (
     CREATE_TIME,
     LOG_APPEND_TIME,
@@ -56,12 +53,9 @@ from kafkactor.storage.records import (
     RECORD_BATCH_OVERHEAD,
     BytesLike,
     Record,
-    RecordBatch,
     StoredRecord,
     TimestampType,
-    batch_size_at,
     build_batch,
-    iter_batches,
 )
 from kafkactor.storage.segment import LogSegment
 

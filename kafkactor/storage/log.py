@@ -1,4 +1,9 @@
-"""A partition's log: an ordered run of segments with recovery, reads, truncation, retention."""
+"""A partition's log, Kafka's ``Log``: appends, reads, truncation, rolls, flushes and retention.
+
+The log is an ordered run of segments in ``<topic>-<partition>/``. Opening one from disk
+(finding its segments, recovering them, loading its leader epoch cache) is
+``kafkactor.storage.log_loader`` (Kafka's ``LogLoader``); this module is the log from then on.
+"""
 
 from __future__ import annotations
 
@@ -10,47 +15,26 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kafkactor import tracing
-from kafkactor.storage.checkpoint import CheckpointError, TopicPartition
+from kafkactor.storage.checkpoint import TopicPartition
 from kafkactor.storage.config import LogConfig
 from kafkactor.storage.errors import (
     InvalidAppendOffsetError,
     InvalidLogDirectoryError,
-    InvalidLogFileError,
     LogClosedError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
-    StorageError,
 )
-from kafkactor.storage.leader_epoch import (
-    EpochEntry,
-    LeaderEpochCache,
-    LeaderEpochCheckpoint,
-)
+from kafkactor.storage.leader_epoch import EpochEntry
 from kafkactor.storage.log_info import LogAppendInfo, LogOffsetMetadata, LogReadResult
-from kafkactor.storage.records import (
-    BytesLike,
-    Record,
-    RecordBatch,
-    build_batch,
-    iter_batches,
-    stamp_batches,
-)
-from kafkactor.storage.segment import (
-    CLEANED_SUFFIX,
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    SWAP_SUFFIX,
-    LogSegment,
-)
+from kafkactor.storage.log_loader import LogLoader
+from kafkactor.storage.record_batch import RecordBatch, iter_batches, stamp_batches
+from kafkactor.storage.records import BytesLike, Record, build_batch
+from kafkactor.storage.segment import LogSegment
 from kafkactor.timer import Clock, Scheduler, SystemClock
 
 _log = tracing.get_logger("kafkactor.storage")
 
 _MAX_RELATIVE_OFFSET = 2**31 - 1
-
-LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
-"""The file, in a log's directory, that keeps its leader epoch cache."""
 
 
 def _is_ascii_number(text: str) -> bool:
@@ -67,26 +51,6 @@ def parse_topic_partition(directory: Path) -> TopicPartition:
     return TopicPartition(topic=topic, partition=int(partition))
 
 
-def parse_base_offset(path: Path) -> int:
-    """The base offset in a segment file name (`00000000000000001234.log` -> 1234)."""
-    stem = path.name.split(".", 1)[0]
-    if len(stem) != 20 or not _is_ascii_number(stem):
-        raise InvalidLogFileError(
-            f"{path}: a segment file is named <20-digit base offset>{LOG_SUFFIX} or {INDEX_SUFFIX}"
-        )
-    return int(stem)
-
-
-def _next_offset_of_file(path: Path, base_offset: int) -> int:
-    """One past the last offset of the whole batches in a segment file (base when none)."""
-    next_offset = base_offset
-    data = path.read_bytes()
-    with contextlib.suppress(StorageError):
-        for batch in iter_batches(data, verify_crc=False):
-            next_offset = batch.next_offset
-    return next_offset
-
-
 class Log:
     """Kafka's `Log`: one partition replica's data as segments in `<topic>-<partition>/`.
 
@@ -95,7 +59,8 @@ class Log:
     and any later segments removed). `clean_shutdown=True` (the LogManager saw the clean
     shutdown marker) skips that. The log's leader epoch cache is then read from
     `leader-epoch-checkpoint` (rebuilt from the batch headers when that file is missing or
-    corrupt) and cut to the offsets the log holds. All methods are thread-safe.
+    corrupt) and cut to the offsets the log holds. That loading is `LogLoader`'s. All methods
+    are thread-safe.
     """
 
     def __init__(
@@ -120,26 +85,20 @@ class Log:
         self._unflushed_records = 0
         self.last_flush_ms = self.clock.now_ms()
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.recovered_bytes_truncated = 0
-        self._truncated_on_load: dict[int, int] = {}  # segments rebuilt while loading
         self._truncations = 0
-        self._found_segments = False
-        try:
-            self._load_segments()
-            if clean_shutdown:
-                self._recovery_point = self.log_end_offset
-            else:
-                self._recover_from(recovery_point)  # before anything reads the torn tail
-            self._log_start_offset = self._bases[0]
-            self._epochs = self._load_leader_epochs()
-        except BaseException:
-            for segment in self._segments.values():
-                segment.close()
-            raise
+        loaded = LogLoader(
+            self.dir, self.config, self._new_segment, recovery_point, clean_shutdown=clean_shutdown
+        ).load()
+        for segment in loaded.segments:
+            self._add_segment(segment)
+        self.recovered_bytes_truncated = loaded.recovered_bytes_truncated
+        self._recovery_point = loaded.recovery_point
+        self._log_start_offset = loaded.log_start_offset
+        self._epochs = loaded.leader_epochs
         for base in self._bases[:-1]:  # only the active segment's index keeps preallocated room
             self._segments[base].trim_index()
 
-    # -- loading and recovery ------------------------------------------------------------------
+    # -- segments ------------------------------------------------------------------------------
 
     def _new_segment(self, base_offset: int) -> LogSegment:
         return LogSegment(
@@ -149,123 +108,6 @@ class Log:
             max_index_size=self.config.max_index_size,
             created_ms=self.clock.now_ms(),
         )  # recovery bounds batches by the format only: a lowered max_message_bytes loses nothing
-
-    def _load_segments(self) -> None:
-        self._remove_temporary_files()
-        swaps: list[Path] = []
-        for path in sorted(self.dir.iterdir()):
-            if path.suffix == INDEX_SUFFIX and not path.with_suffix(LOG_SUFFIX).exists():
-                path.unlink()  # an index without its log: Kafka deletes it
-            elif path.name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
-                swaps.append(path)
-        for path in sorted(self.dir.glob("*" + LOG_SUFFIX)):
-            base = parse_base_offset(path)
-            segment = self._new_segment(base)
-            if not segment.index_existed or not self._index_is_sane(segment):
-                self._truncated_on_load[base] = segment.recover()
-            self._add_segment(segment)
-        for swap in swaps:
-            self._complete_swap(swap)
-        self._found_segments = bool(self._segments)
-        if not self._segments:
-            self._add_segment(self._new_segment(0))
-
-    def _remove_temporary_files(self) -> None:
-        for path in self.dir.iterdir():
-            if path.name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX)):
-                path.unlink(missing_ok=True)
-            elif path.name.endswith(INDEX_SUFFIX + SWAP_SUFFIX):
-                path.unlink()  # the index of a swapped segment is rebuilt from its log
-
-    def _index_is_sane(self, segment: LogSegment) -> bool:
-        try:
-            segment.index.sanity_check()
-        except StorageError as error:
-            _log.warning("log.index_corrupt", dir=str(self.dir), error=str(error))
-            segment.index.truncate()
-            return False
-        return True
-
-    def _complete_swap(self, swap: Path) -> None:
-        # A cleaner's replacement segment that was renamed to .swap but not swapped in: finish
-        # the swap (drop the segments it replaces, rename it into place), as Kafka does.
-        target = swap.with_name(swap.name[: -len(SWAP_SUFFIX)])
-        base = parse_base_offset(target)
-        end = _next_offset_of_file(swap, base)
-        for old_base in [b for b in self._bases if base <= b < max(end, base + 1)]:
-            self._remove_segment(old_base).delete()  # the segments the swap replaces
-        swap.rename(target)
-        segment = self._new_segment(base)
-        segment.recover()
-        self._add_segment(segment)
-
-    def _recover_from(self, recovery_point: int) -> None:
-        first = self._floor_index(recovery_point)
-        bases = self._bases[max(first, 0) :]
-        truncated_before = self.recovered_bytes_truncated
-        for position, base in enumerate(bases):
-            segment = self._segments[base]
-            # A segment rebuilt while loading (missing or corrupt index) was recovered already;
-            # if that cut its tail, the later, unflushed segments cannot be trusted either.
-            truncated = self._truncated_on_load.pop(base, None)
-            if truncated is None:
-                truncated = segment.recover()
-            if truncated:
-                self.recovered_bytes_truncated += truncated
-                _log.warning(
-                    "log.recovery_truncated",
-                    dir=str(self.dir),
-                    segment=base,
-                    bytes=truncated,
-                )
-                for later in bases[position + 1 :]:
-                    self._remove_segment(later).delete()
-                break
-        self._active.index.resize(self.config.max_index_size)
-        self._recovery_point = min(recovery_point, self.log_end_offset)
-        if not self._found_segments:
-            return  # a new log: nothing was there to recover
-        _log.info(
-            "log.recovered",
-            dir=str(self.dir),
-            log_end_offset=self.log_end_offset,
-            segments=len(bases),
-            bytes_truncated=self.recovered_bytes_truncated - truncated_before,
-        )
-
-    def _load_leader_epochs(self) -> LeaderEpochCache:
-        checkpoint = LeaderEpochCheckpoint(self.dir / LEADER_EPOCH_CHECKPOINT)
-        problem: dict[str, str] = {}
-        try:
-            if checkpoint.path.exists() or self.size_in_bytes == 0:
-                cache = LeaderEpochCache(checkpoint, checkpoint.read())
-            else:
-                problem = {"reason": "missing"}
-        except CheckpointError as error:
-            problem = {"reason": "corrupt", "error": str(error)}
-        if problem:
-            cache = self._rebuild_leader_epochs(checkpoint)
-            _log.warning(
-                "log.leader_epochs_rebuilt", dir=str(self.dir), entries=len(cache), **problem
-            )
-        # The checkpoint was written when the epochs were assigned, so it may describe offsets
-        # that recovery cut off, or that a power loss took before they reached the disk.
-        cache.truncate_from_end(self.log_end_offset)
-        cache.truncate_from_start(self._log_start_offset)
-        return cache
-
-    def _rebuild_leader_epochs(self, checkpoint: LeaderEpochCheckpoint) -> LeaderEpochCache:
-        """The epochs stamped in the batches, from their headers (the segments were recovered)."""
-        scratch = LeaderEpochCache()
-        for base in self._bases:
-            for header in self._segments[base].iter_headers():
-                if header.leader_epoch > scratch.latest_epoch:
-                    scratch.assign(header.leader_epoch, header.base_offset)
-        cache = LeaderEpochCache(checkpoint, scratch.entries)
-        cache.flush()
-        return cache
-
-    # -- segments ------------------------------------------------------------------------------
 
     def _add_segment(self, segment: LogSegment) -> None:
         self._segments[segment.base_offset] = segment

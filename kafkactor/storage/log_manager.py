@@ -8,15 +8,14 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import structlog
-
+from kafkactor import tracing
 from kafkactor.storage.checkpoint import OffsetCheckpoint, TopicPartition
 from kafkactor.storage.config import LogConfig
 from kafkactor.storage.errors import StorageError
 from kafkactor.storage.log import Log, parse_topic_partition
 from kafkactor.timer import Clock, ScheduledTask, Scheduler, SystemClock
 
-_log = structlog.get_logger("kafkactor.storage")
+_log = tracing.get_logger("kafkactor.storage")
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"

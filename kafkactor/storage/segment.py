@@ -11,13 +11,8 @@ from pathlib import Path
 
 from kafkactor.storage.errors import CorruptRecordError, StorageError, TruncatedBatchError
 from kafkactor.storage.index import OffsetIndex
-from kafkactor.storage.records import (
-    LOG_OVERHEAD,
-    MAX_BATCH_SIZE,
-    BytesLike,
-    batch_size_at,
-    iter_batches,
-)
+from kafkactor.storage.record_batch import batch_size_at, iter_batches
+from kafkactor.storage.records import LOG_OVERHEAD, MAX_BATCH_SIZE, BytesLike
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"

@@ -37,7 +37,8 @@ import pytest
 from kafkactor.storage.config import LogConfig
 from kafkactor.storage.errors import TruncatedBatchError
 from kafkactor.storage.log import Log
-from kafkactor.storage.records import Record, iter_batches
+from kafkactor.storage.record_batch import iter_batches
+from kafkactor.storage.records import Record
 from kafkactor.timer import ManualClock
 
 SEGMENT_BYTES = 64 * 1024

@@ -29,15 +29,10 @@ from kafkactor.storage.errors import (
     TruncatedBatchError,
     UnsupportedCompressionError,
 )
-from kafkactor.storage.log import LEADER_EPOCH_CHECKPOINT, Log
-from kafkactor.storage.records import (
-    NO_TIMESTAMP,
-    Record,
-    RecordBatch,
-    StoredRecord,
-    build_batch,
-    iter_batches,
-)
+from kafkactor.storage.log import Log
+from kafkactor.storage.log_loader import LEADER_EPOCH_CHECKPOINT
+from kafkactor.storage.record_batch import RecordBatch, iter_batches
+from kafkactor.storage.records import NO_TIMESTAMP, Record, StoredRecord, build_batch
 from kafkactor.storage.segment import segment_file_name
 from kafkactor.timer import ManualClock
 from tests.replication.support import EventLog, captured_events

@@ -953,7 +953,7 @@ _plain_records = st.lists(
 def test_fast_framing_check_never_accepts_what_the_careful_reader_rejects(
     records: list[Record], data: st.DataObject
 ) -> None:
-    from kafkactor.storage.records import RECORD_BATCH_OVERHEAD, _framing_is_plain
+    from kafkactor.storage.record_batch import _framing_is_plain
 
     batch = bytearray(build_batch(records, 0))
     if _framing_is_plain(bytes(batch), RECORD_BATCH_OVERHEAD, len(records), len(records) - 1):
@@ -970,7 +970,7 @@ def test_fast_framing_check_never_accepts_what_the_careful_reader_rejects(
 
 
 def test_the_fast_framing_check_accepts_plain_records_and_defers_the_rest() -> None:
-    from kafkactor.storage.records import RECORD_BATCH_OVERHEAD, _framing_is_plain
+    from kafkactor.storage.record_batch import _framing_is_plain
 
     plain = [Record(None, b"v" * 100, 1_000 + i) for i in range(200)]
     keyed = [Record(b"k%d" % i, None, 1_000) for i in range(5)]

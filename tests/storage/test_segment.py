@@ -15,13 +15,8 @@ import crc32c
 import pytest
 
 from kafkactor.storage.errors import StorageError, UnsupportedCompressionError
-from kafkactor.storage.records import (
-    NO_TIMESTAMP,
-    Record,
-    StoredRecord,
-    build_batch,
-    iter_batches,
-)
+from kafkactor.storage.record_batch import iter_batches
+from kafkactor.storage.records import NO_TIMESTAMP, Record, StoredRecord, build_batch
 from kafkactor.storage.segment import LogSegment, segment_file_name
 
 BASE = 100
