@@ -60,14 +60,40 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     )
     _print_slowest_produce(result.events_path)
     if not args.no_analyze:
-        print()
-        print(
-            f"  Spark analysis of the event log (`kafkactor analyze {result.events_path} "
-            f"--out {args.analysis_out}`):",
-            flush=True,
-        )
-        _run_analysis([result.events_path], Path(args.analysis_out), master=None, plots=True)
+        missing = _missing_analytics()
+        if missing is not None:
+            print(
+                f"kafkactor demo: the Spark analysis was skipped: {missing} is not installed "
+                f"(the analytics extra: {ANALYTICS_INSTALL})",
+                file=sys.stderr,
+            )
+        else:
+            print()
+            print(
+                f"  Spark analysis of the event log (`kafkactor analyze {result.events_path} "
+                f"--out {args.analysis_out}`):",
+                flush=True,
+            )
+            _run_analysis([result.events_path], Path(args.analysis_out), master=None, plots=True)
     return 1 if result.missing_acked else 0
+
+
+# `kafkactor analyze` (and the demo's analysis) need the analytics extra: PySpark and matplotlib.
+ANALYTICS_INSTALL = "pip install 'kafkactor[analytics]'"
+_ANALYTICS_MODULES = frozenset({"pyspark", "py4j", "matplotlib"})
+
+
+def _missing_analytics() -> str | None:
+    """The module of the analytics extra that cannot be imported, or None when the analysis can
+    run (importing it is the check: a broken install is found as surely as a missing one)."""
+    try:
+        import kafkactor.analytics  # noqa: F401 -- imports pyspark and matplotlib
+    except ModuleNotFoundError as error:
+        name = (error.name or "").partition(".")[0]
+        if name in _ANALYTICS_MODULES:
+            return name
+        raise
+    return None
 
 
 def _print_slowest_produce(path: Path) -> None:
@@ -84,8 +110,11 @@ def _print_slowest_produce(path: Path) -> None:
 
 
 def _cmd_timer_demo(args: argparse.Namespace) -> int:
+    from kafkactor import tracing
     from kafkactor.timer.demo import TimerDemoStats, run_timer_demo
     from kafkactor.timer.system_timer import Timer
+
+    tracing.configure(enabled=False)  # no event log: the numbers below are the whole output
 
     print(
         f"kafkactor demo: {args.rate} delayed requests/s for {args.seconds:.1f}s on a "
@@ -200,10 +229,15 @@ def _cmd_trace(args: argparse.Namespace) -> int:
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
-    from kafkactor.analytics.inputs import resolve_inputs
-
     def warn(message: str) -> None:
         print(f"kafkactor analyze: {message}", file=sys.stderr)
+
+    missing = _missing_analytics()
+    if missing is not None:
+        warn(f"needs the analytics extra ({missing} is not installed): {ANALYTICS_INSTALL}")
+        return 2
+
+    from kafkactor.analytics.inputs import resolve_inputs
 
     try:
         paths = resolve_inputs(args.events)
@@ -411,7 +445,9 @@ def build_parser() -> argparse.ArgumentParser:
             "lateness, HW lag per follower, the broker / controller / leader / ISR timeline, "
             "mailbox delay per actor type and hops per trace. Writes <DIR>/<table>.parquet, "
             "<DIR>/report.md and <DIR>/plots/*.png (docs/analytics.md). Corrupt lines are "
-            "set aside and counted. Exit codes: 0 ok, 2 an input does not exist."
+            "set aside and counted. Needs the analytics extra (pip install "
+            "'kafkactor[analytics]'). Exit codes: 0 ok, 2 an input does not exist or the "
+            "extra is missing."
         ),
     )
     analyzer.add_argument(

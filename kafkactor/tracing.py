@@ -1,15 +1,19 @@
-"""The event log: structlog configured for JSON lines, and the trace ids that tie hops together.
+"""The event log: kafkactor's own structlog chain to JSON lines, and the trace ids that tie hops
+together.
 
 Every message hop and state change is one JSON object per line with the common fields
 `schema`, `ts_ms`, `event` (and, from actors, `broker`, `actor`, `trace_id`, `span_id`,
-`parent_span_id`, `msg_type`, `mailbox_ms`). Rendering goes through orjson; loggers are cached
-on first use. structlog's configuration never changes after the first `configure`: where events
-go and whether they are written are looked up per event, so a logger cached by a module at
-import follows every later `configure`. With tracing off, hot paths skip building events
-altogether (`is_enabled()`), and anything else is dropped before rendering. A file sink takes
-lines in batches through a lock-free queue, so actor threads do not queue on one lock per
-event; `flush()` (or exit) writes what is pending, and a process killed outright loses at most
-the last batch.
+`parent_span_id`, `msg_type`, `mailbox_ms`). Rendering goes through orjson.
+
+A library prints nothing: until the application calls `configure(...)`, every event is
+dropped, and hot paths skip building them (`is_enabled()` is false). kafkactor's loggers are a
+private structlog chain (`structlog.wrap_logger` with this module's processors and final
+logger), so structlog's global configuration is never read nor changed here: an application's
+own structlog setup neither receives kafkactor's events nor is altered by them. Where events go
+and whether they are written are looked up per event, so a logger kept by a module since import
+follows every later `configure`. A file sink takes lines in batches through a lock-free queue,
+so actor threads do not queue on one lock per event; `flush()` (or exit) writes what is
+pending, and a process killed outright loses at most the last batch.
 """
 
 from __future__ import annotations
@@ -20,15 +24,19 @@ import logging
 import random
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator, MutableMapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import orjson
 import structlog
 
-from kafkactor.timer import Clock, SystemClock
+if TYPE_CHECKING:
+    # Only a type here: kafkactor.timer's modules log through this one, so importing the timer
+    # package at import time would be circular.
+    from kafkactor.timer import Clock
 
 SCHEMA_VERSION = 1
 
@@ -40,12 +48,16 @@ _BATCH_LINES = 1024
 
 
 class _TracingState:
-    """Where events go and whether they are written at all (one per process)."""
+    """Where events go and whether they are written at all (one per process).
+
+    Events are written only while `enabled` and a `sink` is set: never before the first
+    `configure` (a library is silent until the application asks) and not after `close()`.
+    """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.enabled = True
-        self.clock: Clock = SystemClock()
+        self.clock: Clock | None = None  # set by `configure`; None: the wall clock
         self.sink: IO[bytes] | None = None
         self.owned_sink = False
         self.configured = False
@@ -59,8 +71,10 @@ _state = _TracingState()
 
 
 def is_enabled() -> bool:
-    """Whether events are being written (hot paths check this before building one)."""
-    return _state.enabled
+    """Whether events are being written (hot paths check this before building one): false
+    until `configure`, after `disable()` or `configure(enabled=False)`, and after `close()`."""
+    state = _state
+    return state.enabled and state.sink is not None
 
 
 def new_id() -> str:
@@ -68,13 +82,15 @@ def new_id() -> str:
 
     With tracing off nobody reads ids, so none is made ("").
     """
-    if not _state.enabled:
+    state = _state
+    if not state.enabled or state.sink is None:
         return ""
     return f"{_ids.getrandbits(64):016x}"
 
 
 class _JsonLinesLogger:
-    """structlog's final logger: writes each rendered event as one line to the current sink.
+    """The final logger of kafkactor's structlog chain: each rendered event as one line to the
+    current sink.
 
     To a stream, each line is written at once, under the lock (tests read streams as the
     system runs). To a file, lines gather in a lock-free queue and go out in batches of
@@ -116,19 +132,17 @@ def _write_pending(state: _TracingState) -> None:
         sink.write(b"\n".join(lines))
 
 
-def _logger_factory(*_args: Any) -> _JsonLinesLogger:
-    return _LOGGER
-
-
 def _add_common_fields(
     _logger: object, _method: str, event_dict: MutableMapping[str, Any]
 ) -> MutableMapping[str, Any]:
-    """Drop the event when tracing is off; else stamp `ts_ms` (unless given) and `schema`."""
+    """Drop the event when tracing is off or has no sink (never configured, or closed); else
+    stamp `ts_ms` (unless given) and `schema`."""
     state = _state
-    if not state.enabled:
+    if not state.enabled or state.sink is None:
         raise structlog.DropEvent
     if "ts_ms" not in event_dict:
-        event_dict["ts_ms"] = state.clock.now_ms()
+        clock = state.clock
+        event_dict["ts_ms"] = clock.now_ms() if clock is not None else time.time_ns() // 1_000_000
     event_dict["schema"] = SCHEMA_VERSION
     return event_dict
 
@@ -137,20 +151,25 @@ def _render(_logger: object, _method: str, event_dict: MutableMapping[str, Any])
     return orjson.dumps(event_dict, default=repr)
 
 
-def _configure_structlog_once() -> None:
-    if structlog.is_configured() and structlog.get_config()["logger_factory"] is _logger_factory:
-        return
-    structlog.configure(
-        processors=[
-            _add_common_fields,
-            structlog.processors.add_log_level,
-            structlog.processors.format_exc_info,
-            _render,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
-        logger_factory=_logger_factory,
-        cache_logger_on_first_use=True,
-    )
+# kafkactor's own chain, handed to `structlog.wrap_logger` by `get_logger`: structlog's global
+# configuration (`structlog.configure`, the application's) is neither used nor changed.
+_PROCESSORS: list[structlog.typing.Processor] = [
+    _add_common_fields,
+    structlog.processors.add_log_level,
+    structlog.processors.format_exc_info,
+    _render,
+]
+_BOUND_LOGGER = structlog.make_filtering_bound_logger(logging.DEBUG)
+
+
+def _system_clock() -> Clock:
+    from kafkactor.timer.clock import SystemClock  # not at import: see the import of Clock
+
+    return SystemClock()
+
+
+def _flush_at_exit() -> None:
+    """Register `flush` to run at exit, once (on the first `configure`)."""
     if not _state.configured:
         _state.configured = True
         atexit.register(flush)
@@ -181,8 +200,8 @@ def configure(
         else:
             state.sink = stream if stream is not None else sys.stderr.buffer
         state.enabled = enabled
-        state.clock = clock if clock is not None else SystemClock()
-        _configure_structlog_once()
+        state.clock = clock if clock is not None else _system_clock()
+        _flush_at_exit()
     _route_pykka_logging()
 
 
@@ -216,13 +235,12 @@ def configured(
 
 def disable() -> None:
     """Switch tracing off: events are dropped before they are built or rendered."""
-    _configure_structlog_once()
     _state.enabled = False
 
 
 def enable() -> None:
-    """Switch tracing back on, to the sink configured last."""
-    _configure_structlog_once()
+    """Switch tracing back on, to the sink configured last (none before `configure`: then
+    events are still dropped)."""
     _state.enabled = True
 
 
@@ -250,23 +268,26 @@ def close() -> None:
 
 
 def get_logger(name: str) -> Any:
-    """A structlog logger, bound at once: structlog's configuration never changes after the
-    first `configure` (where events go is looked up per event), so a module can keep it and
-    skip the lazy proxy's lookup on every event."""
-    _configure_structlog_once()
-    return structlog.get_logger(name).bind()
+    """A logger on kafkactor's private chain (the name only says who asks: events carry none).
+
+    It is bound at once and never depends on structlog's global configuration, which is left
+    to the application: where events go is looked up per event, so a module can keep the logger
+    from import on. Until `configure`, everything it is given is dropped.
+    """
+    return structlog.wrap_logger(
+        _LOGGER, processors=_PROCESSORS, wrapper_class=_BOUND_LOGGER, context_class=dict
+    ).bind()
 
 
 class _PykkaToEvents(logging.Handler):
     """Pykka reports actor failures on its stdlib logger: turn them into `actor.error` events."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        if _state.enabled:
-            structlog.get_logger("pykka").error(
-                "actor.error", source="pykka", detail=record.getMessage()
-            )
+        if is_enabled():
+            _pykka_log.error("actor.error", source="pykka", detail=record.getMessage())
 
 
+_pykka_log = get_logger("pykka")
 _pykka_handler = _PykkaToEvents()
 
 

@@ -1,10 +1,14 @@
-"""The `kafkactor` command as a user runs it: version, the demo topology, the timer demo."""
+"""The `kafkactor` command as a user runs it: version, the demo topology, the timer demo, and
+what the command does where the `analytics` extra (PySpark, matplotlib) is not installed."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -13,12 +17,52 @@ from kafkactor import __version__
 from kafkactor.demo import run_demo
 
 KAFKACTOR = [sys.executable, "-m", "kafkactor.cli"]
+INSTALL_THE_EXTRA = "pip install 'kafkactor[analytics]'"
 
 
-def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, cwd: Path, env: Mapping[str, str] | None = None, timeout_s: float = 90
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*KAFKACTOR, *args], cwd=cwd, capture_output=True, text=True, timeout=90, check=False
+        [*KAFKACTOR, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
     )
+
+
+# A sitecustomize that makes the analytics extra look uninstalled: importing pyspark or
+# matplotlib (or any of their modules) fails as it does when they are absent.
+WITHOUT_THE_EXTRA = textwrap.dedent(
+    """
+    import sys
+
+
+    class NotInstalled:
+        def find_spec(self, name, path=None, target=None):
+            top = name.partition(".")[0]
+            if top in {"pyspark", "matplotlib"}:
+                raise ModuleNotFoundError(f"No module named {top!r}", name=top)
+            return None
+
+
+    sys.meta_path.insert(0, NotInstalled())
+    """
+)
+
+
+@pytest.fixture
+def without_the_extra(tmp_path: Path) -> dict[str, str]:
+    """An environment whose Python cannot import the analytics extra."""
+    site = tmp_path / "site-without-analytics"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(WITHOUT_THE_EXTRA, encoding="utf-8")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
+    return env
 
 
 @pytest.mark.timeout(60)
@@ -71,7 +115,8 @@ def test_the_demo_survives_a_leader_crash_and_loses_no_acks_all_record(tmp_path:
 def test_the_demo_command_prints_a_summary_a_trace_writes_the_log_and_analyses_it(
     tmp_path: Path,
 ) -> None:
-    done = run("demo", "--seconds", "3", "--events", "out.jsonl", cwd=tmp_path)
+    # Spark's start and the analysis take most of it: ~1 min alone, 3 on a loaded machine
+    done = run("demo", "--seconds", "3", "--events", "out.jsonl", cwd=tmp_path, timeout_s=280)
     assert done.returncode == 0, done.stderr
     assert "acks=all records acked" in done.stdout
     assert "the slowest produce request" in done.stdout
@@ -92,3 +137,66 @@ def test_the_timer_demo_runs(tmp_path: Path) -> None:
     done = run("timer-demo", "--seconds", "0.5", "--rate", "500", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "expired by the timer" in done.stdout
+
+
+@pytest.mark.timeout(60)
+def test_the_core_package_imports_without_the_analytics_extra(
+    tmp_path: Path, without_the_extra: dict[str, str]
+) -> None:
+    program = textwrap.dedent(
+        """
+        import importlib, pkgutil, sys
+
+        import kafkactor
+
+        try:
+            import pyspark
+        except ModuleNotFoundError:
+            pass
+        else:
+            sys.exit("the extra is still importable: the test proves nothing")
+        for info in pkgutil.walk_packages(kafkactor.__path__, "kafkactor."):
+            if not info.name.startswith("kafkactor.analytics"):
+                importlib.import_module(info.name)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        cwd=tmp_path,
+        env=without_the_extra,
+        capture_output=True,
+        text=True,
+        timeout=50,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (done.stdout, done.stderr) == ("", "")
+
+
+@pytest.mark.timeout(60)
+def test_analyze_without_the_analytics_extra_exits_2_and_names_it(
+    tmp_path: Path, without_the_extra: dict[str, str]
+) -> None:
+    (tmp_path / "events.jsonl").write_text('{"event":"x","ts_ms":1,"schema":1}\n')
+    done = run("analyze", "events.jsonl", "--out", "out", cwd=tmp_path, env=without_the_extra)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    [line] = done.stderr.splitlines()
+    assert line.startswith("kafkactor analyze: ")
+    assert INSTALL_THE_EXTRA in line and "pyspark" in line
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.timeout(90)
+def test_the_demo_without_the_analytics_extra_runs_and_says_the_analysis_was_skipped(
+    tmp_path: Path, without_the_extra: dict[str, str]
+) -> None:
+    done = run("demo", "--seconds", "2", "--events", "e.jsonl", cwd=tmp_path, env=without_the_extra)
+    assert done.returncode == 0, done.stderr
+    assert "acks=all records acked" in done.stdout
+    assert "the slowest produce request" in done.stdout
+    [line] = done.stderr.splitlines()
+    assert "analysis was skipped" in line
+    assert INSTALL_THE_EXTRA in line and "pyspark" in line
+    assert "Spark analysis of the event log" not in done.stdout
+    assert not (tmp_path / "kafkactor-demo-analysis").exists()

@@ -1,8 +1,10 @@
-"""The event log: JSON lines through structlog and orjson, with injected time and trace ids.
+"""The event log: JSON lines through kafkactor's own structlog chain and orjson, with injected
+time and trace ids.
 
-Tracing is process-global (structlog's configuration and kafkactor.tracing's sink, clock and
-on/off switch), so the `restore_tracing` fixture puts all of it back after every test. Loggers
-are taken after `configure` in each test: structlog caches a logger on its first event.
+Tracing is process-global (kafkactor.tracing's sink, clock and on/off switch), so the
+`restore_tracing` fixture puts it back after every test; it also checks that no test changed
+structlog's global configuration, which belongs to the application (tests/test_quiet.py checks
+the same in a fresh process, where nothing configured tracing before).
 """
 
 from __future__ import annotations
@@ -41,11 +43,11 @@ def restore_tracing() -> Iterator[None]:
         if state.owned_sink and state.sink is not None and state.sink is not saved[0]:
             state.sink.close()
         state.sink, state.owned_sink, state.enabled, state.clock = saved
-    if was_configured:
-        structlog.configure(**saved_config)
-    else:
-        structlog.reset_defaults()
     pykka_logger.handlers[:] = saved_handlers
+    # kafkactor never configures structlog: the global configuration is as the test found it
+    assert structlog.is_configured() == was_configured
+    config = structlog.get_config()
+    assert [key for key in saved_config if config[key] != saved_config[key]] == []
 
 
 def _events(data: bytes) -> list[dict[str, Any]]:
@@ -137,6 +139,59 @@ def test_disabled_tracing_writes_nothing() -> None:
     assert stream.getvalue() == b""
 
 
+def test_nothing_is_traced_before_configure_or_after_close() -> None:
+    state = tracing._state
+    with state.lock:  # as in a process that never configured tracing
+        state.sink, state.owned_sink, state.enabled = None, False, True
+    log = tracing.get_logger("test.tracing")
+    assert not tracing.is_enabled()
+    assert tracing.new_id() == ""  # nobody reads ids: none is made
+    log.info("dropped")  # no sink: dropped, not an error
+    logging.getLogger("pykka").error("not routed either")
+
+    stream = io.BytesIO()
+    tracing.configure(stream=stream, clock=ManualClock(0))
+    assert tracing.is_enabled()
+    log.info("kept")
+    tracing.close()
+    assert not tracing.is_enabled()
+    assert tracing.new_id() == ""
+    log.info("dropped.after.close")
+    tracing.enable()  # the switch alone does not bring a sink back
+    assert not tracing.is_enabled()
+    log.info("dropped.too")
+    assert [e["event"] for e in _events(stream.getvalue())] == ["kept"]
+
+
+def test_kafkactor_loggers_ignore_structlogs_global_configuration() -> None:
+    """An application's structlog setup neither receives kafkactor's events nor changes them."""
+    stream = io.BytesIO()
+    tracing.configure(stream=stream, clock=ManualClock(3))
+    log = tracing.get_logger("test.tracing")
+    app_events: list[Any] = []
+
+    def capture(_logger: object, _method: str, event_dict: Any) -> str:
+        app_events.append(dict(event_dict))
+        raise structlog.DropEvent
+
+    was_configured, saved = structlog.is_configured(), structlog.get_config()
+    structlog.configure(processors=[capture])
+    try:
+        log.info("ours", n=1)
+        tracing.get_logger("test.tracing.later").info("ours.too")
+        structlog.get_logger("app").info("theirs")
+    finally:
+        if was_configured:
+            structlog.configure(**saved)
+        else:
+            structlog.reset_defaults()
+    assert [e["event"] for e in app_events] == ["theirs"]
+    assert [(e["event"], e["ts_ms"]) for e in _events(stream.getvalue())] == [
+        ("ours", 3),
+        ("ours.too", 3),
+    ]
+
+
 def test_disable_switches_tracing_off() -> None:
     stream = io.BytesIO()
     tracing.configure(stream=stream, clock=ManualClock(0))
@@ -149,6 +204,7 @@ def test_disable_switches_tracing_off() -> None:
 
 
 def test_new_ids_are_16_hex_digits_and_unique() -> None:
+    tracing.configure(stream=io.BytesIO())
     ids = [tracing.new_id() for _ in range(50_000)]
     assert all(re.fullmatch(r"[0-9a-f]{16}", trace_id) for trace_id in ids)
     assert len(set(ids)) == len(ids)
@@ -156,6 +212,7 @@ def test_new_ids_are_16_hex_digits_and_unique() -> None:
 
 
 def test_new_ids_from_many_threads_are_unique() -> None:
+    tracing.configure(stream=io.BytesIO())
     per_thread: list[list[str]] = [[] for _ in range(THREADS)]
     barrier = threading.Barrier(THREADS)
 
@@ -241,8 +298,8 @@ def test_pykka_errors_become_actor_error_events() -> None:
 
 
 # --- loggers cached before a reconfiguration --------------------------------------------------
-# Actor modules hold module-level loggers (`_log = tracing.get_logger(...)`), cached by structlog
-# on their first event; these tests configure, use such a logger, then configure again.
+# Modules hold module-level loggers (`_log = tracing.get_logger(...)`), taken at import, before
+# any `configure`; these tests configure, use such a logger, then configure again.
 
 
 def test_a_logger_cached_before_configure_writes_to_the_new_stream() -> None:

@@ -9,11 +9,25 @@ Modules, one job each: `schema` (the Spark schema of one line), `session` (the S
 (one DataFrame transform per table), `digest` (reading the tables back, key numbers),
 `report` (Markdown), `plots` (matplotlib PNGs), `progress` (the stderr progress line) and
 `pipeline` (`analyze` itself).
+
+PySpark and matplotlib are the `analytics` extra (`pip install 'kafkactor[analytics]'`): the
+rest of kafkactor never imports this package, and importing it without them raises
+`ModuleNotFoundError` naming the missing module and the extra.
 """
 
-from kafkactor.analytics.pipeline import AnalysisResult, analyze
-from kafkactor.analytics.schema import EVENT_SCHEMA
-from kafkactor.analytics.session import spark_session
-from kafkactor.analytics.tables import TABLES
+try:
+    from kafkactor.analytics.pipeline import AnalysisResult, analyze
+    from kafkactor.analytics.schema import EVENT_SCHEMA
+    from kafkactor.analytics.session import spark_session
+    from kafkactor.analytics.tables import TABLES
+except ModuleNotFoundError as error:
+    _missing = (error.name or "").partition(".")[0]
+    if _missing not in {"pyspark", "py4j", "matplotlib"}:
+        raise
+    raise ModuleNotFoundError(
+        f"kafkactor.analytics needs the analytics extra ({_missing} is not installed): "
+        "pip install 'kafkactor[analytics]'",
+        name=_missing,
+    ) from error
 
 __all__ = ["EVENT_SCHEMA", "TABLES", "AnalysisResult", "analyze", "spark_session"]

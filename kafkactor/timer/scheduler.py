@@ -6,13 +6,12 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-import structlog
-
+from kafkactor import tracing
 from kafkactor.timer.clock import Clock, ManualClock, SystemClock
 from kafkactor.timer.system_timer import Timer
 from kafkactor.timer.task import TimerTask
 
-_log = structlog.get_logger("kafkactor.scheduler")
+_log = tracing.get_logger("kafkactor.scheduler")
 
 # Set while a pool thread runs a task: a shutdown() from inside a task cannot wait for itself.
 _in_task = threading.local()

@@ -5,8 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-import structlog
-
+from kafkactor import tracing
 from kafkactor.timer.clock import Clock
 from kafkactor.timer.delay_queue import BucketQueue
 from kafkactor.timer.task import TaskCounter, TimerTask, TimerTaskEntry
@@ -14,7 +13,7 @@ from kafkactor.timer.wheel import TimingWheel
 
 TaskExecutor = Callable[[TimerTask], object]
 
-_log = structlog.get_logger("kafkactor.timer")
+_log = tracing.get_logger("kafkactor.timer")
 
 
 def run_inline(task: TimerTask) -> None:

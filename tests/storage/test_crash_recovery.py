@@ -70,9 +70,9 @@ CHILD_CODE = (
         import sys
         from pathlib import Path
 
-        import structlog
+        from kafkactor import tracing
 
-        structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+        tracing.configure(stream=sys.stderr.buffer)  # the child's events, for a failure's report
 
         from kafkactor.storage.config import LogConfig
         from kafkactor.storage.log import Log

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
+import json
 import time
 
 import pytest
-from structlog.testing import capture_logs
 
+from kafkactor import tracing
 from kafkactor.timer import CallbackTask, ManualClock, Timer, TimerTask
 from tests.timer.support import RecordingTask
 
@@ -224,8 +226,10 @@ def test_a_failing_task_is_logged_and_the_rest_still_run() -> None:
     survivor = RecordingTask(5, clock)
     timer.add(CallbackTask(5, explode))
     timer.add(survivor)
-    with capture_logs() as events:
+    stream = io.BytesIO()
+    with tracing.configured(stream=stream):
         advance(clock, timer, 5)
+    events = [json.loads(line) for line in stream.getvalue().splitlines()]
     assert survivor.ran_at == [5]
     assert [e["event"] for e in events] == ["timer.task_error"]
     assert events[0]["task"] == "CallbackTask"
