@@ -13,6 +13,7 @@ from pathlib import Path
 
 from kafkactor import Cluster, tracing
 from kafkactor.analytics import analyze, spark_session
+from kafkactor.common import TopicPartition
 
 with tempfile.TemporaryDirectory(prefix="kafkactor-example-") as scratch:
     events = Path(scratch) / "events.jsonl"
@@ -26,7 +27,7 @@ with tempfile.TemporaryDirectory(prefix="kafkactor-example-") as scratch:
             acks_all.send("orders", b"order %d" % number).result(timeout=5)
             acks_one.send("orders", b"audit %d" % number).result(timeout=5)
         consumer = cluster.consumer(max_wait_ms=100)
-        consumer.assign([("orders", 0), ("orders", 1)])
+        consumer.assign([TopicPartition(topic="orders", partition=p) for p in (0, 1)])
         received = 0
         while received < 400:
             received += len(consumer.poll(timeout_ms=1000))

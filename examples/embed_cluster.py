@@ -5,6 +5,7 @@ Run: .venv/bin/python examples/embed_cluster.py
 
 from kafkactor import Cluster, tracing
 from kafkactor.clients import ConsumerRecord
+from kafkactor.common import TopicPartition
 
 tracing.configure(enabled=False)  # no event log for this one
 
@@ -18,7 +19,7 @@ with Cluster(brokers=3) as cluster:  # embedded ZooKeeper, a controller, data in
         print("sent", metadata.result(timeout=5))
 
     consumer = cluster.consumer()
-    consumer.assign([("orders", p) for p in range(3)])
+    consumer.assign([TopicPartition(topic="orders", partition=p) for p in range(3)])
     received: list[ConsumerRecord] = []
     while len(received) < 10:
         received += consumer.poll(timeout_ms=1000)

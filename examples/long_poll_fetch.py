@@ -8,13 +8,14 @@ import threading
 import time
 
 from kafkactor import Cluster, tracing
+from kafkactor.common import TopicPartition
 
 tracing.configure(enabled=False)
 
 with Cluster(brokers=3) as cluster:
     cluster.create_topic("clicks", replication_factor=3)
     consumer = cluster.consumer(max_wait_ms=5000)  # the broker may hold a fetch up to 5 s
-    consumer.assign([("clicks", 0)])
+    consumer.assign([TopicPartition(topic="clicks", partition=0)])
 
     started = time.monotonic()
     print(

@@ -1,30 +1,30 @@
-"""What a client knows of the cluster: which broker leads each partition."""
+"""What a client knows of the cluster: which partitions each topic has and who leads them."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 
 from kafkactor.actors.runtime import Client, RequestTimeoutError, addresses
-from kafkactor.common import NO_LEADER
-from kafkactor.messages import ErrorCode
+from kafkactor.clients.errors import ClientError
+from kafkactor.common import NO_LEADER, TopicPartition
+from kafkactor.messages import ErrorCode, ErrorResponse
 from kafkactor.messages.replication import MetadataRequest, MetadataResponse
-
-
-class UnknownTopicError(LookupError):
-    """No broker knows the topic (Kafka's UNKNOWN_TOPIC_OR_PARTITION)."""
-
-
-class NoBrokersAvailableError(ConnectionError):
-    """None of the bootstrap brokers answered a metadata request."""
 
 
 class ClientMetadata:
     """Kafka's client-side `Metadata`: partition leaders per topic, refreshed on demand.
 
-    Asks the bootstrap brokers' replica managers in turn (`MetadataRequest`) until one
-    answers; blocks the calling thread for at most `timeout_s` per broker. Callers mark a
-    topic stale after NOT_LEADER_FOR_PARTITION or a network error and refresh before retrying.
+    A refresh asks the bootstrap brokers' replica managers in turn (`MetadataRequest`) until
+    one knows every topic asked for, so a broker whose metadata cache lags (it restarted, or
+    an UpdateMetadata is still on its way) does not make a topic look unknown. A refresh
+    blocks the calling thread for at most `timeout_s` in all (Kafka's `max.block.ms`).
+
+    Lookups raise `ClientError`: UNKNOWN_TOPIC_OR_PARTITION when every broker that answered
+    said so, NETWORK_EXCEPTION when no broker could be reached, REQUEST_TIMED_OUT when none
+    answered in time. Callers mark a topic stale after NOT_LEADER_FOR_PARTITION or a network
+    error; the next lookup refreshes it.
     """
 
     def __init__(
@@ -42,32 +42,55 @@ class ClientMetadata:
         self._stale: set[str] = set()
 
     def refresh(self, topics: Iterable[str]) -> None:
-        wanted = tuple(sorted(set(topics)))
-        last_error = "no bootstrap brokers"
-        for broker in self.bootstrap():
-            try:
-                response = self.client.call(
-                    addresses.replica_manager(broker),
-                    MetadataRequest(topics=wanted),
-                    self.timeout_s,
-                )
-            except RequestTimeoutError as timeout:
-                last_error = str(timeout)
-                continue
-            if not isinstance(response, MetadataResponse):
-                last_error = repr(response)
-                continue
-            with self._lock:
-                for topic in response.topics:
-                    if topic.error_code is ErrorCode.NONE:
-                        self._leaders[topic.topic] = {
-                            p.partition: p.leader for p in topic.partitions
-                        }
-                    else:
-                        self._leaders.pop(topic.topic, None)
-                    self._stale.discard(topic.topic)
+        """Learn the partitions and leaders of `topics` (forgetting the ones nobody knows)."""
+        wanted = set(topics)
+        if not wanted:
             return
-        raise NoBrokersAvailableError(f"no broker answered a metadata request: {last_error}")
+        deadline = time.monotonic() + self.timeout_s
+        learned: dict[str, dict[int, int]] = {}
+        answered, timed_out, last_error = False, False, "no broker to ask"
+        for broker in self.bootstrap():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                break
+            response = self._ask(broker, tuple(sorted(wanted - learned.keys())), remaining)
+            if isinstance(response, str):
+                last_error = response
+                timed_out = timed_out or response.startswith("timeout")
+                continue
+            answered = True
+            for found in response.topics:
+                if found.error_code is ErrorCode.NONE:
+                    learned[found.topic] = {p.partition: p.leader for p in found.partitions}
+            if wanted <= learned.keys():
+                break
+        if not answered:
+            code = ErrorCode.REQUEST_TIMED_OUT if timed_out else ErrorCode.NETWORK_EXCEPTION
+            raise ClientError(code, f"no broker answered a metadata request ({last_error})")
+        with self._lock:
+            for topic in wanted:
+                if topic in learned:
+                    self._leaders[topic] = learned[topic]
+                else:
+                    self._leaders.pop(topic, None)
+                self._stale.discard(topic)
+
+    def _ask(
+        self, broker: int, topics: tuple[str, ...], timeout_s: float
+    ) -> MetadataResponse | str:
+        """One broker's metadata answer, or why there is none ("timeout: ..." if it was late)."""
+        try:
+            response = self.client.call(
+                addresses.replica_manager(broker), MetadataRequest(topics=topics), timeout_s
+            )
+        except RequestTimeoutError as timeout:
+            return f"timeout: {timeout}"
+        if isinstance(response, ErrorResponse):
+            return f"broker {broker}: {response.error_code.name} {response.message}"
+        if not isinstance(response, MetadataResponse):
+            return f"broker {broker}: {response!r}"
+        return response
 
     def mark_stale(self, topic: str) -> None:
         with self._lock:
@@ -77,9 +100,21 @@ class ClientMetadata:
         """The topic's partitions, refreshing when unknown or stale."""
         return sorted(self._topic(topic))
 
-    def leader(self, topic: str, partition: int) -> int:
-        """The leader's broker id, or -1 when the partition has none (or is unknown)."""
-        return self._topic(topic).get(partition, NO_LEADER)
+    def leader(self, tp: TopicPartition) -> int:
+        """The leader's broker id, or -1 while the partition has none.
+
+        A partition the cached metadata lacks is looked up again before it is called unknown.
+        """
+        known = self._topic(tp.topic)
+        if tp.partition not in known:
+            self.mark_stale(tp.topic)
+            known = self._topic(tp.topic)
+        if tp.partition not in known:
+            raise ClientError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"topic {tp.topic!r} has no partition {tp.partition} (it has {len(known)})",
+            )
+        return known.get(tp.partition, NO_LEADER)
 
     def _topic(self, topic: str) -> dict[int, int]:
         with self._lock:
@@ -90,5 +125,7 @@ class ClientMetadata:
             with self._lock:
                 known = self._leaders.get(topic)
         if known is None:
-            raise UnknownTopicError(f"unknown topic {topic!r}")
+            raise ClientError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no broker knows topic {topic!r}"
+            )
         return known

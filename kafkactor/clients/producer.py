@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import math
 import threading
+import time
 import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -11,7 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafkactor.actors.runtime import Client, Directory, addresses
+from kafkactor.clients.errors import ClientError, ProduceError
 from kafkactor.clients.metadata import ClientMetadata
+from kafkactor.common import TopicPartition
 from kafkactor.messages import ErrorCode, ErrorResponse
 from kafkactor.messages.replication import ProducePartition, ProduceRequest, ProduceResponse
 from kafkactor.storage import Record, build_batch
@@ -19,7 +23,9 @@ from kafkactor.timer import Clock, SystemClock
 
 _names = itertools.count(1)
 
-# Errors after which the producer refreshes metadata and, with retries left, sends again.
+# Errors after which the producer refreshes metadata and, with retries left, sends again: the
+# codes Kafka marks retriable that a resend can cure, and BROKER_NOT_AVAILABLE (the broker
+# stopped while the request waited; the partition's next leader may take the records).
 RETRIABLE = frozenset(
     {
         ErrorCode.NOT_LEADER_FOR_PARTITION,
@@ -35,35 +41,121 @@ RETRIABLE = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class RecordMetadata:
-    """Where an acknowledged record landed (offset -1 with acks=0: nobody said)."""
+    """Kafka's `RecordMetadata`: where an acknowledged record landed.
+
+    The offset is -1 with acks=0, since no broker said.
+    """
 
     topic: str
     partition: int
     offset: int
     timestamp_ms: int
 
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(topic=self.topic, partition=self.partition)
+
 
 @dataclass(slots=True, kw_only=True)
-class PendingBatch:
-    """A batch on its way: what to send, where, and the Future its sender waits on."""
+class _PendingBatch:
+    """A batch on its way (Kafka's `ProducerBatch`): what to send, where, and its Future."""
 
     topic: str
-    partition: int
+    partition: int | None  # None until the metadata lets the partitioner choose
+    key: bytes | None  # the first record's key, which the partitioner hashes
     data: bytes
     timestamps: list[int]
     result: Future[list[RecordMetadata]]
     retries_left: int
 
 
-class ProduceError(Exception):
-    """The broker refused a produce: Kafka's error code for the partition."""
+class _Attempt:
+    """One request of a batch: answered, timed out or aborted, whichever comes first."""
 
-    def __init__(self, error_code: ErrorCode, topic: str, partition: int, reason: str = "") -> None:
-        detail = f": {reason}" if reason else ""
-        super().__init__(f"{error_code.name} producing to {topic}-{partition}{detail}")
-        self.error_code = error_code
-        self.topic = topic
-        self.partition = partition
+    __slots__ = ("_done", "_lock")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._done = False
+
+    def claim(self) -> bool:
+        """True for the first caller only: the one that settles this attempt."""
+        with self._lock:
+            if self._done:
+                return False
+            self._done = True
+            return True
+
+
+class _RequestTimeouts:
+    """Kafka's `request.timeout.ms`: fails requests still unanswered at their deadline.
+
+    One daemon thread per producer, started with the first request, sleeping until the
+    earliest deadline. `abort_all` (at close) fails every request still out.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._cond = threading.Condition()
+        self._pending: dict[int, tuple[float, Callable[[ErrorCode, str], None]]] = {}
+        self._ids = itertools.count()
+        self._wake_at = math.inf
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def add(self, timeout_s: float, fail: Callable[[ErrorCode, str], None]) -> Callable[[], None]:
+        """Call `fail(REQUEST_TIMED_OUT, reason)` after `timeout_s` unless the function this
+        returns (the request was answered) is called first."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            closed = self._closed
+            key = next(self._ids)
+            if not closed:
+                self._pending[key] = (deadline, fail)
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+                    self._thread.start()
+                if deadline < self._wake_at:
+                    self._cond.notify()
+        if closed:  # a send that raced close()
+            fail(ErrorCode.NETWORK_EXCEPTION, "the producer was closed")
+
+        def answered() -> None:
+            with self._cond:
+                self._pending.pop(key, None)
+
+        return answered
+
+    def abort_all(self, code: ErrorCode, reason: str) -> None:
+        """Stop the thread and fail every request still out with `code`."""
+        with self._cond:
+            self._closed = True
+            aborted = [fail for _, fail in self._pending.values()]
+            self._pending.clear()
+            self._cond.notify()
+            thread = self._thread
+        for fail in aborted:
+            fail(code, reason)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()  # (not when a Future's callback on this thread closes the producer)
+
+    def _run(self) -> None:
+        with self._cond:
+            while not self._closed:
+                now = time.monotonic()
+                due = [key for key, (deadline, _) in self._pending.items() if deadline <= now]
+                if due:
+                    expired = [self._pending.pop(key)[1] for key in due]
+                    self._cond.release()
+                    try:
+                        for fail in expired:
+                            fail(ErrorCode.REQUEST_TIMED_OUT, "no answer within request_timeout_ms")
+                    finally:
+                        self._cond.acquire()
+                    continue
+                self._wake_at = min((d for d, _ in self._pending.values()), default=math.inf)
+                self._cond.wait(None if self._wake_at == math.inf else self._wake_at - now)
+                self._wake_at = math.inf
 
 
 RecordLike = bytes | Record
@@ -74,12 +166,25 @@ class Producer:
 
     `send(topic, value, key=None, partition=None)` sends one record; `send_batch` sends many
     records as one batch to one partition (the unit the benchmark measures). Both return a
-    Future of `RecordMetadata` (a list for a batch) that fails with `ProduceError`. With
-    `partition=None` a keyed record goes to crc32(key) mod the partition count (Kafka hashes
-    with murmur2; only the stability per key matters here), an unkeyed one round-robin.
-    acks=0 Futures resolve at once with offset -1, since the broker never answers. Retriable
-    errors (leader moved, broker down, not enough replicas, timeout) refresh the metadata and
-    resend up to `retries` times, after `retry_backoff_ms`, on the producer's sender thread.
+    Future of `RecordMetadata` (a list for a batch). With `partition=None` a keyed record goes
+    to crc32(key) mod the partition count (Kafka hashes with murmur2; only the stability per
+    key matters here), an unkeyed one round-robin. acks=0 Futures resolve as soon as the
+    request is handed to the leader, with offset -1, since the broker never answers.
+
+    **Errors are Futures.** Every failure of the produce itself fails the Future with
+    `ProduceError` and Kafka's error code, never the call: an unknown topic or partition
+    (UNKNOWN_TOPIC_OR_PARTITION, after one metadata refresh over the bootstrap brokers), no
+    leader (LEADER_NOT_AVAILABLE), a batch above `max_request_size` (MESSAGE_TOO_LARGE, not
+    sent), no broker reachable (NETWORK_EXCEPTION), no answer within `request_timeout_ms`
+    (REQUEST_TIMED_OUT), and whatever the broker answers (NOT_ENOUGH_REPLICAS,
+    INVALID_REQUIRED_ACKS, ...). Only programming errors raise at once, as Kafka's producers
+    raise them: a closed producer (RuntimeError), a key, value or topic of the wrong type
+    (TypeError), an empty batch or a negative partition (ValueError).
+
+    Retriable errors (leader moved, broker down, not enough replicas, timeout) refresh the
+    metadata and resend up to `retries` times, after `retry_backoff_ms`, on the producer's
+    sender thread. A metadata refresh blocks `send` for at most `max_block_ms` (Kafka's
+    max.block.ms); `timeout_ms` is how long the leader may wait for the ISR with acks=-1.
     """
 
     def __init__(
@@ -91,18 +196,24 @@ class Producer:
         timeout_ms: int = 30_000,
         retries: int = 0,
         retry_backoff_ms: int = 100,
+        max_block_ms: int = 5_000,
+        max_request_size: int = 1024 * 1024,
+        request_timeout_ms: int = 30_000,
         name: str | None = None,
         clock: Clock | None = None,
     ) -> None:
-        self.acks = acks
+        self.acks = acks  # not checked here: the broker refuses a bad one (INVALID_REQUIRED_ACKS)
         self.timeout_ms = timeout_ms
         self.retries = retries
         self.retry_backoff_ms = retry_backoff_ms
+        self.max_request_size = max_request_size
+        self.request_timeout_ms = request_timeout_ms
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.client = Client(name or f"producer-{next(_names)}", directory, self.clock)
-        self.metadata = ClientMetadata(self.client, bootstrap)
+        self.metadata = ClientMetadata(self.client, bootstrap, timeout_s=max_block_ms / 1000)
         self._round_robin = itertools.count()
         self._sender = ThreadPoolExecutor(1, thread_name_prefix=f"{self.client.address}-sender")
+        self._timeouts = _RequestTimeouts(f"{self.client.address}-timeouts")
         self._closed = threading.Event()
 
     @property
@@ -110,6 +221,7 @@ class Producer:
         return self.client.address
 
     def partitions_for(self, topic: str) -> list[int]:
+        """The topic's partitions; raises `ClientError` (UNKNOWN_TOPIC_OR_PARTITION, ...)."""
         return self.metadata.partitions(topic)
 
     def send(
@@ -120,11 +232,12 @@ class Producer:
         partition: int | None = None,
         timestamp_ms: int | None = None,
     ) -> Future[RecordMetadata]:
-        """Send one record; the Future holds where it landed."""
+        """Send one record; the Future holds where it landed, or fails with `ProduceError`."""
+        self._check_call(topic, partition)
         stamp = self.clock.now_ms() if timestamp_ms is None else timestamp_ms
         record = Record(key, value, stamp)
         single: Future[RecordMetadata] = Future()
-        batch = self.send_batch(topic, [record], partition=partition)
+        batch = self._send(topic, [record], partition)
 
         def unwrap(done: Future[list[RecordMetadata]]) -> None:
             error = done.exception()
@@ -140,24 +253,46 @@ class Producer:
         self, topic: str, records: Sequence[RecordLike], partition: int | None = None
     ) -> Future[list[RecordMetadata]]:
         """Send records (values, or `Record`s) as one batch to one partition."""
-        if self._closed.is_set():
-            raise RuntimeError("the producer is closed")
+        self._check_call(topic, partition)
         if not records:
             raise ValueError("a batch needs at least one record")
         now = self.clock.now_ms()
         built = [r if isinstance(r, Record) else Record(None, r, now) for r in records]
-        if partition is None:
-            partition = self._choose_partition(topic, built[0].key)
+        return self._send(topic, built, partition)
+
+    def _check_call(self, topic: str, partition: int | None) -> None:
+        """The programming errors Kafka's producers raise at once rather than in the Future."""
+        if self._closed.is_set():
+            raise RuntimeError("the producer is closed")
+        if not isinstance(topic, str):
+            raise TypeError(f"topic must be a str, not {type(topic).__name__}")
+        if partition is not None:
+            if not isinstance(partition, int) or isinstance(partition, bool):
+                raise TypeError(f"partition must be an int or None, not {partition!r}")
+            if partition < 0:
+                raise ValueError(f"partition must be >= 0, got {partition}")
+
+    def _send(
+        self, topic: str, built: list[Record], partition: int | None
+    ) -> Future[list[RecordMetadata]]:
         data = build_batch(built, 0)
-        batch = PendingBatch(
+        batch = _PendingBatch(
             topic=topic,
             partition=partition,
+            key=built[0].key,
             data=data,
             timestamps=[r.timestamp_ms for r in built],
             result=Future(),
             retries_left=self.retries,
         )
-        self._attempt(batch)
+        if len(data) > self.max_request_size:  # Kafka's RecordTooLargeException, not sent
+            self._failed(
+                batch,
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"the batch is {len(data)} bytes, above max_request_size={self.max_request_size}",
+            )
+        else:
+            self._attempt(batch)
         return batch.result
 
     def _choose_partition(self, topic: str, key: bytes | None) -> int:
@@ -166,36 +301,54 @@ class Producer:
             return partitions[zlib.crc32(key) % len(partitions)]
         return partitions[next(self._round_robin) % len(partitions)]
 
-    def _attempt(self, batch: PendingBatch) -> None:
-        topic, partition = batch.topic, batch.partition
+    def _attempt(self, batch: _PendingBatch) -> None:
         try:
-            leader = self.metadata.leader(topic, partition)
-        except Exception as error:  # unknown topic, no broker reachable
-            batch.result.set_exception(error)
+            if batch.partition is None:
+                batch.partition = self._choose_partition(batch.topic, batch.key)
+            partition = batch.partition
+            leader = self.metadata.leader(TopicPartition(topic=batch.topic, partition=partition))
+        except ClientError as error:
+            # The metadata wait is the bound for an unknown topic or partition, as Kafka's
+            # max.block.ms is: no resend. No broker reachable is retried like a network error.
+            unknown = error.error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            self._failed(batch, error.error_code, error.reason, retry=not unknown)
             return
         if leader < 0:
-            self._failed(batch, ErrorCode.LEADER_NOT_AVAILABLE, "no leader")
+            self._failed(batch, ErrorCode.LEADER_NOT_AVAILABLE, "the partition has no leader")
             return
+        topic = batch.topic
         request = ProduceRequest(
             acks=self.acks,
             timeout_ms=self.timeout_ms,
             partitions=(ProducePartition(topic=topic, partition=partition, records=batch.data),),
         )
         if self.acks == 0:
-            self.client.tell_request(addresses.replica_manager(leader), request)
+            if not self.client.tell_request(addresses.replica_manager(leader), request):
+                self._failed(batch, ErrorCode.NETWORK_EXCEPTION, f"broker {leader} is unreachable")
+                return
             batch.result.set_result(
                 [RecordMetadata(topic, partition, -1, stamp) for stamp in batch.timestamps]
             )
             return
+        attempt = _Attempt()
+
+        def gave_up(code: ErrorCode, reason: str) -> None:  # timed out, or the producer closed
+            if attempt.claim():
+                self._failed(batch, code, f"{reason} (broker {leader})")
+
+        answered_in_time = self._timeouts.add(self.request_timeout_ms / 1000, gave_up)
         sent = self.client.request(addresses.replica_manager(leader), request)
 
         def answered(done: Future[Any]) -> None:
+            if not attempt.claim():
+                return  # it timed out first: Kafka drops a late answer too
+            answered_in_time()
             response = done.result()
             if isinstance(response, ErrorResponse):
                 code, reason = response.error_code, response.message
             elif isinstance(response, ProduceResponse) and response.partitions:
                 answer = response.partitions[0]
-                code, reason = answer.error_code, ""
+                code, reason = answer.error_code, f"refused by broker {leader}"
                 if code is ErrorCode.NONE:
                     batch.result.set_result(
                         [
@@ -210,25 +363,39 @@ class Producer:
 
         sent.add_done_callback(answered)
 
-    def _failed(self, batch: PendingBatch, code: ErrorCode, reason: str) -> None:
+    def _failed(
+        self, batch: _PendingBatch, code: ErrorCode, reason: str, *, retry: bool = True
+    ) -> None:
         error = ProduceError(code, batch.topic, batch.partition, reason)
         if code in RETRIABLE:
             self.metadata.mark_stale(batch.topic)  # the next send asks where the leader is
-        if code not in RETRIABLE or batch.retries_left <= 0 or self._closed.is_set():
+        retry = retry and code in RETRIABLE and batch.retries_left > 0
+        if not retry or self._closed.is_set():
             batch.result.set_exception(error)
             return
         batch.retries_left -= 1
 
-        def retry() -> None:
+        def resend() -> None:
             self._closed.wait(self.retry_backoff_ms / 1000)
-            self._attempt(batch)
+            if self._closed.is_set():
+                batch.result.set_exception(error)
+                return
+            try:
+                self._attempt(batch)
+            except Exception as unexpected:  # never leave the Future pending
+                if not batch.result.done():
+                    batch.result.set_exception(unexpected)
 
         try:
-            self._sender.submit(retry)  # off the actor thread that delivered the answer
+            self._sender.submit(resend)  # off the actor thread that delivered the answer
         except RuntimeError:  # closed meanwhile
             batch.result.set_exception(error)
 
     def close(self) -> None:
+        """Stop sending. Requests still unanswered fail with NETWORK_EXCEPTION (the answer is
+        lost, as when a connection drops), resends waiting for their backoff with their last
+        error; later `send` calls raise RuntimeError."""
         self._closed.set()
-        self._sender.shutdown(wait=True, cancel_futures=True)
+        self._sender.shutdown(wait=True)  # queued resends see the flag and fail their batch
+        self._timeouts.abort_all(ErrorCode.NETWORK_EXCEPTION, "the producer was closed")
         self.client.close()

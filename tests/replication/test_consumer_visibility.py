@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from kafkactor.actors.runtime import Client, addresses
 from kafkactor.clients import Consumer, ConsumerRecord
+from kafkactor.common import TopicPartition
 from kafkactor.messages import ErrorCode
 from kafkactor.testing import Cluster
 from tests.replication.support import (
@@ -44,13 +45,14 @@ def test_consumer_never_sees_records_above_the_high_watermark(sticky_cluster: Cl
     assert (described.log_end_offset, described.high_watermark) == (5, 3)
 
     consumer = cluster.consumer(max_wait_ms=300)
-    consumer.assign([(TOPIC, 0)])
+    tp = TopicPartition(topic=TOPIC, partition=0)
+    consumer.assign([tp])
     records = poll_until(consumer, 3)
 
     assert [(r.offset, r.value) for r in records] == [(0, b"c0"), (1, b"c1"), (2, b"c2")]
     assert consumer.poll(300) == []  # offsets 3 and 4 exist on the leader, above the HW
-    assert consumer.position(TOPIC, 0) == 3
-    assert consumer.high_watermarks[(TOPIC, 0)] == 3
+    assert consumer.position(tp) == 3
+    assert consumer.high_watermarks == {tp: 3}
     client = Client("raw", cluster.directory)
     data = fetch_one(client, 1, TOPIC, 0, 3)
     assert data.error_code is ErrorCode.NONE

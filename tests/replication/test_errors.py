@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from kafkactor.actors.runtime import Client, addresses
-from kafkactor.clients import OffsetOutOfRangeError, ProduceError
+from kafkactor.clients import ConsumerError, ProduceError
 from kafkactor.common import PartitionLeaderState, TopicPartition
 from kafkactor.messages import ErrorCode, ErrorResponse
 from kafkactor.messages.replication import (
@@ -141,14 +141,20 @@ def test_fetch_beyond_the_log_end_is_out_of_range(cluster: Cluster, client: Clie
     at_end = fetch_one(client, 1, TOPIC, 0, 2)  # the log end itself is a valid position
     assert (at_end.error_code, at_end.records) == (ErrorCode.NONE, b"")
 
+    tp = TopicPartition(topic=TOPIC, partition=0)
     strict = cluster.consumer(max_wait_ms=100, auto_offset_reset="none")
-    strict.assign([(TOPIC, 0)])
-    strict.seek(TOPIC, 0, 10)
-    with pytest.raises(OffsetOutOfRangeError):
+    strict.assign([tp])
+    strict.seek(tp, 10)
+    with pytest.raises(ConsumerError) as refused:
         strict.poll(1_000)
+    assert (refused.value.error_code, refused.value.topic_partition) == (
+        ErrorCode.OFFSET_OUT_OF_RANGE,
+        tp,
+    )
+    assert strict.position(tp) == 10  # the position stays where the user put it
     resetting = cluster.consumer(max_wait_ms=100, auto_offset_reset="earliest")
-    resetting.assign([(TOPIC, 0)])
-    resetting.seek(TOPIC, 0, 10)
+    resetting.assign([tp])
+    resetting.seek(tp, 10)
     got: list[bytes | None] = []
 
     def both_read() -> bool:

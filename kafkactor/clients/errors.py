@@ -1,0 +1,99 @@
+"""The errors the clients report: one type per place they surface, each with Kafka's error code.
+
+Kafka's clients turn a failed request into an `ApiException` of the matching `Errors` code
+(`NotEnoughReplicasException` for NOT_ENOUGH_REPLICAS, ...). Here that is a `ClientError`
+carrying the `ErrorCode` itself: `ProduceError` fails a send's Future, `ConsumerError` is
+raised by `Consumer.poll`, and `ClientError` itself by a metadata lookup (`partitions_for`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkactor.common import TopicPartition
+from kafkactor.messages import ErrorCode
+
+__all__ = ["ClientError", "ConsumerError", "ProduceError"]
+
+
+class ClientError(Exception):
+    """Kafka's `ApiException`: a request failed with an `ErrorCode`, and why.
+
+    `error_code` is Kafka's code, `reason` a human-readable detail, and `retriable` says whether
+    Kafka marks the code retriable (trying again later may succeed). Errors pickle with their
+    fields, like every other value that may cross a process.
+    """
+
+    def __init__(self, error_code: ErrorCode, reason: str = "") -> None:
+        super().__init__(self._describe(error_code, reason))
+        self.error_code = error_code
+        self.reason = reason
+
+    def _describe(self, error_code: ErrorCode, reason: str) -> str:
+        return f"{error_code.name}: {reason}" if reason else error_code.name
+
+    @property
+    def retriable(self) -> bool:
+        """Whether Kafka marks the code retriable (`ErrorCode.retriable`)."""
+        return self.error_code.retriable
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.error_code, self.reason))
+
+
+class ProduceError(ClientError):
+    """Why a produce failed: the exception a Kafka producer's send Future fails with.
+
+    `topic` and `partition` name where the records were going (`partition` is None when the
+    topic was unknown before a partition could be chosen). Kafka's producer fails the Future
+    with the partition's error from the broker (NOT_ENOUGH_REPLICAS, MESSAGE_TOO_LARGE,
+    REQUEST_TIMED_OUT, ...) or with what it found itself (an unknown topic or partition, a
+    record above `max_request_size`, no broker reachable, no answer within
+    `request_timeout_ms`).
+    """
+
+    def __init__(
+        self, error_code: ErrorCode, topic: str, partition: int | None, reason: str = ""
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        super().__init__(error_code, reason)
+
+    def _describe(self, error_code: ErrorCode, reason: str) -> str:
+        where = self.topic if self.partition is None else f"{self.topic}-{self.partition}"
+        detail = f": {reason}" if reason else ""
+        return f"{error_code.name} producing to {where}{detail}"
+
+    @property
+    def topic_partition(self) -> TopicPartition | None:
+        """Where the records were going, once a partition was chosen."""
+        if self.partition is None:
+            return None
+        return TopicPartition(topic=self.topic, partition=self.partition)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.error_code, self.topic, self.partition, self.reason))
+
+
+class ConsumerError(ClientError):
+    """What a Kafka consumer's `poll` throws, with the partition it is about.
+
+    Kafka names these by exception (`OffsetOutOfRangeException`, `UnknownTopicOrPartition`,
+    ...); here the `error_code` says which: OFFSET_OUT_OF_RANGE with `auto_offset_reset`
+    "none", UNKNOWN_TOPIC_OR_PARTITION for an assigned partition no broker knows,
+    NOT_LEADER_FOR_PARTITION (or another leader error) that outlasted the consumer's retries,
+    CORRUPT_MESSAGE for fetched bytes that do not parse, and any non-retriable fetch error.
+    """
+
+    def __init__(
+        self, error_code: ErrorCode, topic_partition: TopicPartition, reason: str = ""
+    ) -> None:
+        self.topic_partition = topic_partition
+        super().__init__(error_code, reason)
+
+    def _describe(self, error_code: ErrorCode, reason: str) -> str:
+        detail = f": {reason}" if reason else ""
+        return f"{error_code.name} consuming {self.topic_partition}{detail}"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.error_code, self.topic_partition, self.reason))
