@@ -236,6 +236,7 @@ class Consumer:
         for leader, fetch in list(self._in_flight.items()):
             if not fetch.future.done() and fetch.expires_at <= now:
                 del self._in_flight[leader]  # Kafka's request.timeout.ms: a late answer is dropped
+                self.client.abandon(fetch.future)
                 for tp in fetch.sent:
                     self._retry_later(tp, waiting=True)
 

@@ -331,9 +331,11 @@ class Producer:
             )
             return
         attempt = _Attempt()
+        sent: Future[Any] = Future()
 
         def gave_up(code: ErrorCode, reason: str) -> None:  # timed out, or the producer closed
             if attempt.claim():
+                self.client.abandon(sent)
                 self._failed(batch, code, f"{reason} (broker {leader})")
 
         answered_in_time = self._timeouts.add(self.request_timeout_ms / 1000, gave_up)

@@ -218,5 +218,6 @@ def test_a_fetch_never_answered_is_given_up_after_request_timeout_ms(cluster: Cl
         replace_mailbox(cluster.directory, address, real)
 
     assert hole.swallowed >= 2  # the first fetch was given up and sent again
+    assert consumer.client.pending <= 1  # the fetches given up are forgotten
     cluster.producer(acks=-1).send(TOPIC, b"r0").result(WAIT_S)
     assert [r.value for r in poll_until(consumer, 1)] == [b"r0"]

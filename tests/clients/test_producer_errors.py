@@ -175,6 +175,7 @@ def test_a_request_the_broker_holds_past_request_timeout_ms_fails_with_request_t
 
     assert error.error_code is ErrorCode.REQUEST_TIMED_OUT
     assert "request_timeout_ms" in str(error)  # the client gave up, not the broker
+    assert producer.client.pending == 0  # nothing kept for an answer it no longer wants
     # The broker's own timeout (timeout_ms) gives the same code, from the broker.
     broker_side = produce_error(cluster.producer(acks=-1, timeout_ms=300).send(TOPIC, b"held"))
     assert broker_side.error_code is ErrorCode.REQUEST_TIMED_OUT

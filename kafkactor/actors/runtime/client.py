@@ -44,6 +44,15 @@ class Client:
         """Send `request` to `address`; the Future holds the Response (or ErrorResponse)."""
         return self._send(address, request)[1]
 
+    def abandon(self, future: Future[Any]) -> None:
+        """Forget a request whose caller gave up on it (its own request timeout): a late
+        answer is then dropped, and nothing is kept for an answer that never comes."""
+        with self._lock:
+            for correlation_id, pending in self._pending.items():
+                if pending is future:
+                    del self._pending[correlation_id]
+                    return
+
     def send_request(self, address: str, request: R, correlation_id: int) -> bool:
         """Send `request` under a correlation id of the caller's choosing, with no Future: for
         a subclass whose `tell` takes the responses itself. False if undeliverable."""
