@@ -1,0 +1,107 @@
+"""Every benchmark script runs in its smallest size (``--smoke``) and reports what it promises.
+
+The scripts run at once, as subprocesses from the repository root, and each test waits for its
+own: no figure is judged (a smoke run's numbers mean nothing), only that the script exits 0 and
+its table and JSON carry the expected rows.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = ("analytics_bench", "produce_bench", "purgatory_bench", "storage_bench", "timer_bench")
+WAIT_S = 60
+
+
+class Run:
+    """One script's smoke run, started at once, waited for by its test."""
+
+    def __init__(self, name: str, out: Path) -> None:
+        self.json_path = out / f"{name}.json"
+        self.process = subprocess.Popen(
+            [sys.executable, f"benchmarks/{name}.py", "--smoke", "--json", str(self.json_path)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def wait(self) -> tuple[str, dict[str, Any]]:
+        """The script's stdout and JSON, after checking that it exited 0."""
+        stdout, stderr = self.process.communicate(timeout=WAIT_S)
+        assert self.process.returncode == 0, stderr
+        return stdout, json.loads(self.json_path.read_text())
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
+    out = tmp_path_factory.mktemp("benchmarks")
+    started = {name: Run(name, out) for name in SCRIPTS}
+    yield started
+    for run in started.values():
+        if run.process.poll() is None:
+            run.process.kill()
+            run.process.communicate()
+
+
+@pytest.mark.timeout(10)
+def test_every_script_is_covered() -> None:
+    assert sorted(p.stem for p in (ROOT / "benchmarks").glob("*_bench.py")) == list(SCRIPTS)
+
+
+@pytest.mark.timeout(WAIT_S + 10)
+def test_timer_bench(runs: dict[str, Run]) -> None:
+    stdout, document = runs["timer_bench"].wait()
+    assert "wheel/(heap+lock)" in stdout
+    assert [r["n"] for r in document["results"]] == document["parameters"]["sizes"]
+    for result in document["results"]:
+        assert set(result["ns_per_step"]) == {"wheel", "heap", "heap+lock"}
+        assert set(result["bytes_per_task"]) == {"wheel", "heap"}
+
+
+@pytest.mark.timeout(WAIT_S + 10)
+def test_storage_bench(runs: dict[str, Run]) -> None:
+    stdout, document = runs["storage_bench"].wait()
+    assert "log/raw" in stdout
+    shapes = ["1KiB x1", "1KiB x10", "100KiB x1", "100KiB x100"]
+    assert [r["shape"] for r in document["append"]] == shapes * 2  # default and rolling segments
+    assert len(document["reads"]) == 6  # 2 index intervals x 3 read sizes
+    assert [r["shape"] for r in document["recovery"]] == shapes
+
+
+@pytest.mark.timeout(WAIT_S + 10)
+def test_purgatory_bench(runs: dict[str, Run]) -> None:
+    stdout, document = runs["purgatory_bench"].wait()
+    assert "Highest sustained rate" in stdout
+    assert document["model"] == "3 of 100 keys"  # Kafka's key model is the default
+    assert [b["tracing"] for b in document["best"]] == [False, True]
+    assert {p["tracing"] for p in document["probes"]} == {False, True}
+    assert all(p["errors"] == 0 for p in document["probes"])
+
+
+@pytest.mark.timeout(WAIT_S + 10)
+def test_produce_bench(runs: dict[str, Run]) -> None:
+    stdout, document = runs["produce_bench"].wait()
+    assert "of the tell/queue.Queue rate" in stdout
+    assert [p["tracing"] for p in document["probes"]] == [False, True]
+    kinds = {(c["kind"], c["inbox"]) for c in document["ceilings"]}
+    assert len(kinds) == 4 and len(document["ceilings"]) == 8  # at the start and the end
+    assert set(document["summary"]["ratios"]) == {f"{k}/{i}" for k, i in kinds}
+
+
+@pytest.mark.timeout(WAIT_S + 10)
+def test_analytics_bench(runs: dict[str, Run]) -> None:
+    stdout, document = runs["analytics_bench"].wait()
+    assert "tracing costs at most" in stdout
+    assert [p["tracing"] for p in document["tracing_cost"]["probes"]] == [False, True]
+    [size] = document["analysis"]
+    assert size["events"] == document["parameters"]["sizes"][0]
+    assert size["baseline_events_per_s"] > 0
