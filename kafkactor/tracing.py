@@ -28,15 +28,18 @@ import time
 from collections import deque
 from collections.abc import Iterator, MutableMapping
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any, Protocol
 
 import orjson
 import structlog
 
-if TYPE_CHECKING:
-    # Only a type here: kafkactor.timer's modules log through this one, so importing the timer
-    # package at import time would be circular.
-    from kafkactor.timer import Clock
+
+class Clock(Protocol):
+    """What stamps `ts_ms` on events: any `kafkactor.timer` clock (`SystemClock`,
+    `ManualClock`). A protocol here, since kafkactor.timer's modules log through this one."""
+
+    def now_ms(self) -> int: ...
+
 
 SCHEMA_VERSION = 1
 
@@ -162,12 +165,6 @@ _PROCESSORS: list[structlog.typing.Processor] = [
 _BOUND_LOGGER = structlog.make_filtering_bound_logger(logging.DEBUG)
 
 
-def _system_clock() -> Clock:
-    from kafkactor.timer.clock import SystemClock  # not at import: see the import of Clock
-
-    return SystemClock()
-
-
 def _flush_at_exit() -> None:
     """Register `flush` to run at exit, once (on the first `configure`)."""
     if not _state.configured:
@@ -200,7 +197,7 @@ def configure(
         else:
             state.sink = stream if stream is not None else sys.stderr.buffer
         state.enabled = enabled
-        state.clock = clock if clock is not None else _system_clock()
+        state.clock = clock  # None: the wall clock, as SystemClock reads it
         _flush_at_exit()
     _route_pykka_logging()
 
