@@ -7,7 +7,6 @@ The log is an ordered run of segments in ``<topic>-<partition>/``. Opening one f
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import os
 import threading
@@ -79,8 +78,6 @@ class Log:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self._scheduler = scheduler
         self._lock = threading.RLock()
-        self._segments: dict[int, LogSegment] = {}
-        self._bases: list[int] = []
         self._closed = False
         self._unflushed_records = 0
         self.last_flush_ms = self.clock.now_ms()
@@ -89,8 +86,10 @@ class Log:
         loaded = LogLoader(
             self.dir, self.config, self._new_segment, recovery_point, clean_shutdown=clean_shutdown
         ).load()
-        for segment in loaded.segments:
-            self._add_segment(segment)
+        self._log_segments = loaded.segments
+        # the map and the sorted list themselves: the hot path reads them without a call
+        self._segments = loaded.segments.by_base
+        self._bases = loaded.segments.bases
         self.recovered_bytes_truncated = loaded.recovered_bytes_truncated
         self._recovery_point = loaded.recovery_point
         self._log_start_offset = loaded.log_start_offset
@@ -110,15 +109,13 @@ class Log:
         )  # recovery bounds batches by the format only: a lowered max_message_bytes loses nothing
 
     def _add_segment(self, segment: LogSegment) -> None:
-        self._segments[segment.base_offset] = segment
-        bisect.insort(self._bases, segment.base_offset)
+        self._log_segments.add(segment)
 
     def _remove_segment(self, base: int) -> LogSegment:
-        self._bases.remove(base)
-        return self._segments.pop(base)
+        return self._log_segments.remove(base)
 
     def _floor_index(self, offset: int) -> int:
-        return bisect.bisect_right(self._bases, offset) - 1
+        return self._log_segments.floor_index(offset)
 
     @property
     def _active(self) -> LogSegment:

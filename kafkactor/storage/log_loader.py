@@ -18,7 +18,6 @@ the segments and the epoch cache); the ``Log`` takes it from there.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from kafkactor.storage.checkpoint import CheckpointError
 from kafkactor.storage.config import LogConfig
 from kafkactor.storage.errors import InvalidLogFileError, StorageError
 from kafkactor.storage.leader_epoch import LeaderEpochCache, LeaderEpochCheckpoint
+from kafkactor.storage.log_segments import LogSegments
 from kafkactor.storage.record_batch import iter_batches
 from kafkactor.storage.segment import (
     CLEANED_SUFFIX,
@@ -71,7 +71,7 @@ def _next_offset_of_file(path: Path, base_offset: int) -> int:
 class LoadedLog:
     """What loading found: the segments, oldest first, and where the log stands."""
 
-    segments: list[LogSegment]
+    segments: LogSegments
     log_start_offset: int
     recovery_point: int
     leader_epochs: LeaderEpochCache
@@ -102,8 +102,9 @@ class LogLoader:
         self._new_segment = new_segment
         self._requested_recovery_point = recovery_point
         self._clean_shutdown = clean_shutdown
-        self._segments: dict[int, LogSegment] = {}
-        self._bases: list[int] = []
+        self._log_segments = LogSegments()
+        self._segments = self._log_segments.by_base
+        self._bases = self._log_segments.bases
         self.recovered_bytes_truncated = 0
         self._truncated_on_load: dict[int, int] = {}  # segments rebuilt while loading
         self._found_segments = False
@@ -126,7 +127,7 @@ class LogLoader:
                 segment.close()
             raise
         return LoadedLog(
-            segments=[self._segments[base] for base in self._bases],
+            segments=self._log_segments,
             log_start_offset=self._log_start_offset,
             recovery_point=self._recovery_point,
             leader_epochs=epochs,
@@ -136,19 +137,17 @@ class LogLoader:
     # -- the segments found so far (Kafka's LogSegments) ---------------------------------------
 
     def _add_segment(self, segment: LogSegment) -> None:
-        self._segments[segment.base_offset] = segment
-        bisect.insort(self._bases, segment.base_offset)
+        self._log_segments.add(segment)
 
     def _remove_segment(self, base: int) -> LogSegment:
-        self._bases.remove(base)
-        return self._segments.pop(base)
+        return self._log_segments.remove(base)
 
     def _floor_index(self, offset: int) -> int:
-        return bisect.bisect_right(self._bases, offset) - 1
+        return self._log_segments.floor_index(offset)
 
     @property
     def _active(self) -> LogSegment:
-        return self._segments[self._bases[-1]]
+        return self._log_segments.active
 
     @property
     def log_end_offset(self) -> int:
