@@ -9,94 +9,28 @@ through the contract in `kafkactor.zk_model.connection`.
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
 import kafkactor.zk_model
+from tests.imports import base_of, find_cycle, module_files, parse
+from tests.imports import imports_of as package_imports
 
 PACKAGE = kafkactor.zk_model.__name__
 PACKAGE_DIR = Path(kafkactor.zk_model.__file__).parent
 
 
-def _module_files() -> dict[str, Path]:
-    """Every module of the package by dotted name (the package itself for `__init__.py`)."""
-    modules: dict[str, Path] = {}
-    for path in sorted(PACKAGE_DIR.glob("*.py")):
-        name = PACKAGE if path.stem == "__init__" else f"{PACKAGE}.{path.stem}"
-        modules[name] = path
-    return modules
-
-
-MODULES = _module_files()
+MODULES = module_files(PACKAGE, PACKAGE_DIR)
 
 
 def _tree(module: str) -> ast.Module:
-    return ast.parse(MODULES[module].read_text(encoding="utf-8"), filename=str(MODULES[module]))
-
-
-def _base_of(module: str, node: ast.ImportFrom) -> str:
-    """The absolute module a `from ... import` names, relative forms resolved."""
-    if node.level == 0:
-        return node.module or ""
-    package = module if MODULES[module].stem == "__init__" else module.rpartition(".")[0]
-    for _ in range(node.level - 1):
-        package = package.rpartition(".")[0]
-    return f"{package}.{node.module}" if node.module else package
+    return parse(MODULES[module])
 
 
 def imports_of(module: str) -> set[str]:
-    """The package's modules that `module` imports, wherever the import statement stands.
-
-    `from pkg import name` imports the submodule `pkg.name` when there is one, else (a name
-    defined in `pkg/__init__.py`) the package itself. Importing a submodule also runs its
-    package's `__init__`, but that implicit import is not counted: the `__init__` re-exports
-    every module, so counting it would put each of them in a cycle with it.
-    """
-    found: set[str] = set()
-    for node in ast.walk(_tree(module)):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names if alias.name in MODULES)
-        elif isinstance(node, ast.ImportFrom):
-            base = _base_of(module, node)
-            for alias in node.names:
-                submodule = f"{base}.{alias.name}"
-                if submodule in MODULES:
-                    found.add(submodule)
-                elif base in MODULES:
-                    found.add(base)
-    found.discard(module)
-    return found
-
-
-def find_cycle(graph: Mapping[str, set[str]]) -> list[str] | None:
-    """One cycle of `graph` as [a, b, ..., a], or None when it has none (depth-first search)."""
-    done: set[str] = set()
-    path: list[str] = []
-    on_path: set[str] = set()
-
-    def visit(node: str) -> list[str] | None:
-        path.append(node)
-        on_path.add(node)
-        for target in sorted(graph.get(node, set())):
-            if target in on_path:
-                return [*path[path.index(target) :], target]
-            if target not in done:
-                cycle = visit(target)
-                if cycle is not None:
-                    return cycle
-        path.pop()
-        on_path.discard(node)
-        done.add(node)
-        return None
-
-    for start in sorted(graph):
-        if start not in done:
-            cycle = visit(start)
-            if cycle is not None:
-                return cycle
-    return None
+    """The package's modules that `module` imports (tests.imports.imports_of)."""
+    return package_imports(module, MODULES)
 
 
 def test_the_cycle_finder_finds_cycles_and_only_cycles() -> None:
@@ -138,7 +72,9 @@ def test_client_and_server_use_only_public_names_of_others(module: str) -> None:
         if isinstance(node, ast.Attribute) and _is_private(node.attr):
             if not (isinstance(node.value, ast.Name) and node.value.id in {"self", "cls"}):
                 private.append(f"line {node.lineno}: {ast.unparse(node)}")
-        elif isinstance(node, ast.ImportFrom) and _base_of(module, node).startswith("kafkactor"):
+        elif isinstance(node, ast.ImportFrom) and base_of(module, MODULES[module], node).startswith(
+            "kafkactor"
+        ):
             private.extend(
                 f"line {node.lineno}: import {alias.name}"
                 for alias in node.names
