@@ -205,6 +205,7 @@ class Producer:
         self.acks = acks  # not checked here: the broker refuses a bad one (INVALID_REQUIRED_ACKS)
         self.timeout_ms = timeout_ms
         self.retries = retries
+        self._sent_topics: set[str] = set()  # topics whose metadata this producer has had
         self.retry_backoff_ms = retry_backoff_ms
         self.max_request_size = max_request_size
         self.request_timeout_ms = request_timeout_ms
@@ -308,11 +309,18 @@ class Producer:
             partition = batch.partition
             leader = self.metadata.leader(TopicPartition(topic=batch.topic, partition=partition))
         except ClientError as error:
-            # The metadata wait is the bound for an unknown topic or partition, as Kafka's
-            # max.block.ms is: no resend. No broker reachable is retried like a network error.
-            unknown = error.error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            # The metadata wait is the bound for a topic or partition this producer never saw,
+            # as Kafka's max.block.ms is: no resend. One it has sent to before is only missing
+            # from the brokers' metadata for a while (restarted brokers learn it from the
+            # controller): retried, as Kafka retries UNKNOWN_TOPIC_OR_PARTITION. No broker
+            # reachable is retried like a network error.
+            unknown = (
+                error.error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                and batch.topic not in self._sent_topics
+            )
             self._failed(batch, error.error_code, error.reason, retry=not unknown)
             return
+        self._sent_topics.add(batch.topic)
         if leader < 0:
             self._failed(batch, ErrorCode.LEADER_NOT_AVAILABLE, "the partition has no leader")
             return

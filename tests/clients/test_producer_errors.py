@@ -236,3 +236,29 @@ def test_client_errors_keep_their_code_and_message_across_a_pickle(error: Client
     assert type(copy) is type(error)
     assert (copy.error_code, copy.reason, str(copy)) == (error.error_code, error.reason, str(error))
     assert copy.retriable is error.error_code.retriable
+
+
+@pytest.mark.timeout(30)
+def test_a_topic_sent_to_before_and_missing_from_metadata_for_a_while_is_retried(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
+    producer = cluster.producer(acks=-1, retries=5, retry_backoff_ms=10)
+    assert producer.send(TOPIC, b"first").result(WAIT_S).offset == 0
+    real_leader = producer.metadata.leader
+    missing = [2]  # the next two lookups: restarted brokers that do not know the topic yet
+
+    def leader(tp: TopicPartition) -> int:
+        if missing[0]:
+            missing[0] -= 1
+            raise ClientError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "no broker knows it yet")
+        return real_leader(tp)
+
+    monkeypatch.setattr(producer.metadata, "leader", leader)
+
+    assert producer.send(TOPIC, b"second").result(WAIT_S).offset == 1
+    assert missing == [0]
+    # a topic never sent to is still failed at once, with no resend
+    missing[0] = 1
+    error = produce_error(producer.send("never-seen", b"x"))
+    assert error.error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
