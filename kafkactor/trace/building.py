@@ -6,7 +6,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
-# -- building ------------------------------------------------------------------------------------
 from kafkactor.trace.model import (
     COMMON_FIELDS,
     COMPLETED_BY,

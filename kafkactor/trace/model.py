@@ -9,7 +9,6 @@ from typing import Any
 
 SUMMARY_LIMIT = 20  # the summary table lists this many of the slowest traces
 OUTSIDE = "(outside)"  # the sender of a message told from outside the actor system
-MAX_WARNED_LINES = 10  # bad lines warned about one by one; the rest are only counted
 
 # Fields every event of an actor carries: not repeated in a state event's details.
 COMMON_FIELDS = frozenset(
@@ -21,9 +20,6 @@ COMPLETED_BY = "completed_by"
 COMPLETED_BY_TRACE = "completed_by_trace_id"
 COMPLETED_BY_SPAN = "completed_by_span_id"
 COMPLETED_BY_FIELDS = frozenset({COMPLETED_BY, COMPLETED_BY_TRACE, COMPLETED_BY_SPAN})
-
-
-# -- the model -----------------------------------------------------------------------------------
 
 
 @dataclass(slots=True, eq=False)

@@ -8,13 +8,9 @@ from typing import Any
 
 import orjson
 
-from kafkactor.trace.model import (
-    plural_s,
-)
+from kafkactor.trace.model import plural_s
 
 MAX_WARNED_LINES = 10  # bad lines warned about one by one; the rest are only counted
-
-# -- reading -------------------------------------------------------------------------------------
 
 
 @dataclass(slots=True)
