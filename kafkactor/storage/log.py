@@ -108,15 +108,6 @@ class Log:
             created_ms=self.clock.now_ms(),
         )  # recovery bounds batches by the format only: a lowered max_message_bytes loses nothing
 
-    def _add_segment(self, segment: LogSegment) -> None:
-        self._log_segments.add(segment)
-
-    def _remove_segment(self, base: int) -> LogSegment:
-        return self._log_segments.remove(base)
-
-    def _floor_index(self, offset: int) -> int:
-        return self._log_segments.floor_index(offset)
-
     @property
     def _active(self) -> LogSegment:
         return self._segments[self._bases[-1]]
@@ -287,9 +278,9 @@ class Log:
         if reason is None:
             if segment.size == 0 and first_offset != segment.base_offset:
                 # an empty active segment whose base no longer matches (follower gap): replace it
-                self._remove_segment(segment.base_offset).delete()
+                self._log_segments.remove(segment.base_offset).delete()
                 segment = self._new_segment(first_offset)
-                self._add_segment(segment)
+                self._log_segments.add(segment)
                 if len(self._bases) == 1:
                     self._log_start_offset = first_offset
                     self._epochs.truncate_from_start(first_offset)
@@ -317,7 +308,7 @@ class Log:
     def _roll(self, base_offset: int) -> LogSegment:
         old = self._active
         new = self._new_segment(base_offset)
-        self._add_segment(new)
+        self._log_segments.add(new)
         old.trim_index()
         # Kafka flushes the finished segment right after a roll, asynchronously: an append must
         # not wait for an fsync. Without a scheduler the flush happens here.
@@ -357,7 +348,7 @@ class Log:
                 return LogReadResult(
                     records=b"", fetch_offset_metadata=self.log_end_offset_metadata
                 )
-            for base in self._bases[max(self._floor_index(start_offset), 0) :]:
+            for base in self._bases[max(self._log_segments.floor_index(start_offset), 0) :]:
                 segment = self._segments[base]
                 found = segment.read(
                     start_offset, max_bytes, max_offset, min_one_batch=min_one_batch
@@ -379,7 +370,7 @@ class Log:
                 return self.log_end_offset_metadata
             if offset < self._log_start_offset:
                 raise OffsetOutOfRangeError(offset, self._log_start_offset, end)
-            for base in self._bases[max(self._floor_index(offset), 0) :]:
+            for base in self._bases[max(self._log_segments.floor_index(offset), 0) :]:
                 header = self._segments[base].find_batch(offset)  # no data is read
                 if header is not None:
                     return LogOffsetMetadata(
@@ -409,7 +400,7 @@ class Log:
                 self._truncate_fully_and_start_at(offset)
                 return True
             for base in [b for b in self._bases if b > offset]:
-                self._remove_segment(base).delete()
+                self._log_segments.remove(base).delete()
             active = self._active
             cut = active.find_batch(offset)
             active.truncate_to(offset)
@@ -442,8 +433,8 @@ class Log:
 
     def _truncate_fully_and_start_at(self, offset: int) -> None:
         for base in list(self._bases):
-            self._remove_segment(base).delete()
-        self._add_segment(self._new_segment(offset))
+            self._log_segments.remove(base).delete()
+        self._log_segments.add(self._new_segment(offset))
         self._log_start_offset = offset
         self._recovery_point = offset
         self._epochs.clear()
@@ -461,7 +452,7 @@ class Log:
             if target <= self._recovery_point:
                 return
             truncations = self._truncations
-            first = max(self._floor_index(self._recovery_point), 0)
+            first = max(self._log_segments.floor_index(self._recovery_point), 0)
             segments = [self._segments[base] for base in self._bases[first:] if base < target]
             fds = [fd for segment in segments for fd in segment.dup_fds()]
         try:
@@ -507,7 +498,7 @@ class Log:
             oldest = self._segments[self._bases[0]]
             if oldest.retention_timestamp() >= horizon:
                 break
-            self._remove_segment(oldest.base_offset).delete()
+            self._log_segments.remove(oldest.base_offset).delete()
             deleted += 1
         return deleted
 
@@ -521,7 +512,7 @@ class Log:
             if excess - oldest.size < 0:
                 break
             excess -= oldest.size
-            self._remove_segment(oldest.base_offset).delete()
+            self._log_segments.remove(oldest.base_offset).delete()
             deleted += 1
         return deleted
 
@@ -591,9 +582,9 @@ class Log:
 
     def _lose_unflushed(self) -> None:
         point = self._recovery_point
-        holding = max(self._floor_index(point), 0)
+        holding = max(self._log_segments.floor_index(point), 0)
         for base in self._bases[holding + 1 :]:
-            self._remove_segment(base).delete()
+            self._log_segments.remove(base).delete()
         self._active.truncate_to(point)  # the index entries past the cut go with the bytes
 
     def delete(self) -> None:

@@ -136,22 +136,9 @@ class LogLoader:
 
     # -- the segments found so far (Kafka's LogSegments) ---------------------------------------
 
-    def _add_segment(self, segment: LogSegment) -> None:
-        self._log_segments.add(segment)
-
-    def _remove_segment(self, base: int) -> LogSegment:
-        return self._log_segments.remove(base)
-
-    def _floor_index(self, offset: int) -> int:
-        return self._log_segments.floor_index(offset)
-
-    @property
-    def _active(self) -> LogSegment:
-        return self._log_segments.active
-
     @property
     def log_end_offset(self) -> int:
-        return self._active.next_offset
+        return self._log_segments.active.next_offset
 
     @property
     def size_in_bytes(self) -> int:
@@ -172,12 +159,12 @@ class LogLoader:
             segment = self._new_segment(base)
             if not segment.index_existed or not self._index_is_sane(segment):
                 self._truncated_on_load[base] = segment.recover()
-            self._add_segment(segment)
+            self._log_segments.add(segment)
         for swap in swaps:
             self._complete_swap(swap)
         self._found_segments = bool(self._segments)
         if not self._segments:
-            self._add_segment(self._new_segment(0))
+            self._log_segments.add(self._new_segment(0))
 
     def _remove_temporary_files(self) -> None:
         for path in self.dir.iterdir():
@@ -202,14 +189,14 @@ class LogLoader:
         base = parse_base_offset(target)
         end = _next_offset_of_file(swap, base)
         for old_base in [b for b in self._bases if base <= b < max(end, base + 1)]:
-            self._remove_segment(old_base).delete()  # the segments the swap replaces
+            self._log_segments.remove(old_base).delete()  # the segments the swap replaces
         swap.rename(target)
         segment = self._new_segment(base)
         segment.recover()
-        self._add_segment(segment)
+        self._log_segments.add(segment)
 
     def _recover_from(self, recovery_point: int) -> None:
-        first = self._floor_index(recovery_point)
+        first = self._log_segments.floor_index(recovery_point)
         bases = self._bases[max(first, 0) :]
         truncated_before = self.recovered_bytes_truncated
         for position, base in enumerate(bases):
@@ -228,9 +215,9 @@ class LogLoader:
                     bytes=truncated,
                 )
                 for later in bases[position + 1 :]:
-                    self._remove_segment(later).delete()
+                    self._log_segments.remove(later).delete()
                 break
-        self._active.index.resize(self.config.max_index_size)
+        self._log_segments.active.index.resize(self.config.max_index_size)
         self._recovery_point = min(recovery_point, self.log_end_offset)
         if not self._found_segments:
             return  # a new log: nothing was there to recover
