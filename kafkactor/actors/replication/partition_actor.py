@@ -94,8 +94,8 @@ class PartitionActor(TracedActor):
         self.zk = zk  # the broker's ZooKeeper session; None: no ZooKeeper
         self.log = log
         self.state = state
-        self.key = str(TopicPartition.of(state))
-        self.tp = TopicPartition(topic=state.topic, partition=state.partition)
+        self.tp = TopicPartition.of(state)
+        self.key = str(self.tp)
         self.produce_purgatory = produce_purgatory
         self.fetch_purgatory = fetch_purgatory
         self.high_watermarks = high_watermarks
@@ -532,9 +532,7 @@ class PartitionActor(TracedActor):
         with contextlib.suppress(Exception):  # the ISR is written; the notice is best effort
             client.create(
                 f"{zk_data.ISR_CHANGE_NOTIFICATION}/{zk_data.ISR_CHANGE_PREFIX}",
-                zk_data.encode_isr_change(
-                    [TopicPartition(topic=state.topic, partition=state.partition)]
-                ),
+                zk_data.encode_isr_change([self.tp]),
                 sequence=True,
                 makepath=True,
             )

@@ -559,11 +559,11 @@ class ReplicaManagerActor(TracedActor):
 
     def _replica(self, topic: str, partition: int) -> LocalReplica:
         """The local replica's actor (started on first use) with its log (opened or created)."""
-        key = str(TopicPartition(topic=topic, partition=partition))
+        tp = TopicPartition(topic=topic, partition=partition)
+        key = str(tp)
         replica = self.replicas.get(key)
         if replica is not None:
             return replica
-        tp = TopicPartition(topic=topic, partition=partition)
         log = self.log_manager.get_or_create_log(tp, self.topic_configs.get(topic))
         state = PartitionState(
             topic,
@@ -619,7 +619,7 @@ class ReplicaManagerActor(TracedActor):
                 replica = self.replicas.pop(key)
                 self.logs.pop(key, None)
                 replica.ref.stop(block=False)
-                tp = TopicPartition(topic=replica.topic, partition=replica.partition)
+                tp = TopicPartition.of(replica)
                 if request.delete_partitions:
                     self.high_watermarks.remove(tp)
                     self.log_manager.delete_log(tp)
