@@ -174,6 +174,13 @@ def format_line(result: ScheduleResult) -> str:
     )
     if result.error is not None:
         line += f" | error: {result.error}"
+    for d in result.divergent:  # what differs, so a failure can be read without a rerun
+        line += (
+            f" | p{d.partition} differs from offset {d.offset} below HW {d.high_watermark}: "
+            f"{d.detail}"
+        )
+    if not result.ok and result.notes:
+        line += " | notes: " + "; ".join(result.notes)
     if result.events_path is not None:
         line += f" | events {result.events_path}"
     return line

@@ -142,8 +142,11 @@ def test_a_line_per_schedule() -> None:
     assert "lost     1" in lost and " LOSS " in lost
     stuck = format_line(result(9, liveness_ok=False, recovery_s=None))
     assert "recovery   none STUCK" in stuck
-    diverged = format_line(result(10, divergent=[Divergence(2, 10, 5, "")]))
+    diverged = format_line(
+        result(10, divergent=[Divergence(2, 10, 5, "broker 1: [5..6], broker 2: none")])
+    )
     assert "divergent p2" in diverged and "DIVERGED" in diverged
+    assert "| p2 differs from offset 5 below HW 10: broker 1: [5..6], broker 2: none" in diverged
     failed = format_line(result(11, error="RuntimeError('x')"))
     assert "ERROR" in failed and "error: RuntimeError('x')" in failed
 
