@@ -1,17 +1,27 @@
-"""Kafka's storage layer: record batches, offset index, segments, logs, checkpoints, LogManager."""
+"""Kafka's storage layer: record batches, offset and time indexes, segments, logs, checkpoints,
+LogManager."""
 
 from kafkactor.storage.checkpoint import CheckpointError, OffsetCheckpoint, TopicPartition
+from kafkactor.storage.compression import (
+    MAX_DECOMPRESSED_SIZE,
+    CompressionType,
+    compress,
+    decompress,
+)
 from kafkactor.storage.config import LogConfig
 from kafkactor.storage.errors import (
     CorruptRecordError,
     InvalidAppendOffsetError,
     InvalidLogDirectoryError,
     InvalidLogFileError,
+    InvalidProducerEpochError,
     LogClosedError,
     OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
     RecordTooLargeError,
     StorageError,
     TruncatedBatchError,
+    UnknownProducerIdError,
     UnsupportedCompressionError,
 )
 from kafkactor.storage.index import (
@@ -58,15 +68,25 @@ from kafkactor.storage.records import (
     build_batch,
 )
 from kafkactor.storage.segment import LogSegment
+from kafkactor.storage.time_index import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    OffsetAndTimestamp,
+    TimeIndex,
+    TimestampOffset,
+)
 
 __all__ = [
     "CLEAN_SHUTDOWN_FILE",
     "CREATE_TIME",
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
     "LEADER_EPOCH_CHECKPOINT",
     "LOG_APPEND_TIME",
     "LOG_OVERHEAD",
     "MAGIC",
     "MAX_BATCH_SIZE",
+    "MAX_DECOMPRESSED_SIZE",
     "NO_PARTITION_LEADER_EPOCH",
     "NO_PRODUCER_EPOCH",
     "NO_PRODUCER_ID",
@@ -78,6 +98,7 @@ __all__ = [
     "UNDEFINED_EPOCH_OFFSET",
     "BytesLike",
     "CheckpointError",
+    "CompressionType",
     "CorruptIndexError",
     "CorruptRecordError",
     "DataDirectoryInUseError",
@@ -88,6 +109,7 @@ __all__ = [
     "InvalidAppendOffsetError",
     "InvalidLogDirectoryError",
     "InvalidLogFileError",
+    "InvalidProducerEpochError",
     "LeaderEpochCache",
     "LeaderEpochCheckpoint",
     "Log",
@@ -99,20 +121,27 @@ __all__ = [
     "LogOffsetMetadata",
     "LogReadResult",
     "LogSegment",
+    "OffsetAndTimestamp",
     "OffsetCheckpoint",
     "OffsetIndex",
     "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
     "Record",
     "RecordBatch",
     "RecordTooLargeError",
     "StorageError",
     "StoredRecord",
+    "TimeIndex",
+    "TimestampOffset",
     "TimestampType",
     "TopicPartition",
     "TruncatedBatchError",
+    "UnknownProducerIdError",
     "UnsupportedCompressionError",
     "batch_size_at",
     "build_batch",
+    "compress",
+    "decompress",
     "iter_batches",
     "parse_base_offset",
     "parse_topic_partition",

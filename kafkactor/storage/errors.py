@@ -17,11 +17,15 @@ __all__ = [
     "InvalidAppendOffsetError",
     "InvalidLogDirectoryError",
     "InvalidLogFileError",
+    "InvalidProducerEpochError",
     "LogClosedError",
     "OffsetOutOfRangeError",
+    "OutOfOrderSequenceError",
+    "ProducerStateError",
     "RecordTooLargeError",
     "StorageError",
     "TruncatedBatchError",
+    "UnknownProducerIdError",
     "UnsupportedCompressionError",
 ]
 
@@ -105,3 +109,37 @@ class InvalidLogDirectoryError(StorageError):
 
 class LogClosedError(StorageError):
     """An operation on a log that was closed."""
+
+
+class ProducerStateError(StorageError):
+    """A leader append refused by the idempotent producer checks (Kafka's ProducerAppendInfo).
+
+    `producer_id` names the producer whose batch was refused. Nothing of the append was written.
+    """
+
+    def __init__(self, message: str, producer_id: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.producer_id = producer_id
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.message, self.producer_id))
+
+
+class OutOfOrderSequenceError(ProducerStateError):
+    """A batch whose base sequence does not follow the producer's last one, or a new producer
+    epoch that does not start at sequence 0 (Kafka's OUT_OF_ORDER_SEQUENCE_NUMBER, 45)."""
+
+
+class UnknownProducerIdError(OutOfOrderSequenceError):
+    """No state for the producer and a sequence other than 0 (Kafka's UNKNOWN_PRODUCER_ID, 59).
+
+    Kafka 0.11 to 2.4 refused such a batch; since 2.5 (KIP-360) a leader accepts any sequence
+    from a producer it has no state for, and so does `ProducerStateManager`: it never raises this
+    error. The class exists so that the error and its code are named where storage errors are
+    mapped to Kafka's codes; like Kafka's exception it is an `OutOfOrderSequenceError`.
+    """
+
+
+class InvalidProducerEpochError(ProducerStateError):
+    """A batch from an older epoch of a producer: a fenced zombie (INVALID_PRODUCER_EPOCH, 47)."""

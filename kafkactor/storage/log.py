@@ -26,9 +26,16 @@ from kafkactor.storage.errors import (
 from kafkactor.storage.leader_epoch import EpochEntry
 from kafkactor.storage.log_info import LogAppendInfo, LogOffsetMetadata, LogReadResult
 from kafkactor.storage.log_loader import LogLoader
+from kafkactor.storage.producer_state import (
+    DuplicateBatch,
+    ProducerStateManager,
+    StoredProducerBatch,
+    read_producer_batches,
+)
 from kafkactor.storage.record_batch import RecordBatch, iter_batches, stamp_batches
-from kafkactor.storage.records import BytesLike, Record, build_batch
+from kafkactor.storage.records import NO_TIMESTAMP, BytesLike, Record, build_batch
 from kafkactor.storage.segment import LogSegment
+from kafkactor.storage.time_index import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetAndTimestamp
 from kafkactor.timer import Clock, Scheduler, SystemClock
 
 _log = tracing.get_logger("kafkactor.storage")
@@ -50,6 +57,19 @@ def parse_topic_partition(directory: Path) -> TopicPartition:
     return TopicPartition(topic=topic, partition=int(partition))
 
 
+def _duplicate_append(duplicate: DuplicateBatch, batches: list[RecordBatch]) -> LogAppendInfo:
+    """The answer to a producer's retry: the original batch's offsets, nothing written."""
+    return LogAppendInfo(
+        first_offset=duplicate.first_offset,
+        last_offset=duplicate.last_offset,
+        max_timestamp=duplicate.max_timestamp,
+        record_count=sum(batch.record_count for batch in batches),
+        batch_count=len(batches),
+        size_in_bytes=0,
+        duplicate=True,
+    )
+
+
 class Log:
     """Kafka's `Log`: one partition replica's data as segments in `<topic>-<partition>/`.
 
@@ -58,8 +78,9 @@ class Log:
     and any later segments removed). `clean_shutdown=True` (the LogManager saw the clean
     shutdown marker) skips that. The log's leader epoch cache is then read from
     `leader-epoch-checkpoint` (rebuilt from the batch headers when that file is missing or
-    corrupt) and cut to the offsets the log holds. That loading is `LogLoader`'s. All methods
-    are thread-safe.
+    corrupt) and cut to the offsets the log holds, and the idempotent producers' state is
+    rebuilt from the batch headers (`producer_state`). That loading is `LogLoader`'s. All
+    methods are thread-safe.
     """
 
     def __init__(
@@ -94,6 +115,7 @@ class Log:
         self._recovery_point = loaded.recovery_point
         self._log_start_offset = loaded.log_start_offset
         self._epochs = loaded.leader_epochs
+        self._producers = loaded.producer_state
         for base in self._bases[:-1]:  # only the active segment's index keeps preallocated room
             self._segments[base].trim_index()
 
@@ -169,6 +191,9 @@ class Log:
 
         `records` is a list of `Record`s (built into one batch) or the bytes of one or more
         batches from a producer (validated, then re-stamped with offsets and the leader epoch).
+        Batches of an idempotent producer are checked against the producer state first
+        (`ProducerStateManager.validate_leader_append`): a retry of a batch already in the log
+        is answered with its offsets (`LogAppendInfo.duplicate`) and nothing is written.
         """
         with self._lock:
             self._check_open()
@@ -179,8 +204,16 @@ class Log:
                 # are stamped in one copy of the buffer.
                 data = bytearray(records)
                 batches = self._validated(data, deep=True)
+                duplicate = self._producers.validate_leader_append(batches)
+                if duplicate is not None:
+                    return _duplicate_append(duplicate, batches)
                 end = stamp_batches(data, batches, first, leader_epoch)
-                return self._append(data, batches, first, end - 1, leader_epoch)
+                info = self._append(data, batches, first, end - 1, leader_epoch)
+                offset = first
+                for batch in batches:  # their views still hold the producer's base offsets
+                    self._producers.update(batch, offset, offset + batch.last_offset_delta)
+                    offset += batch.last_offset_delta + 1
+                return info
             if not records:
                 raise ValueError("an append needs at least one record")
             built = build_batch(records, first, leader_epoch)
@@ -195,7 +228,8 @@ class Log:
     def append_as_follower(self, records: BytesLike) -> LogAppendInfo:
         """Append a leader's batches as they are; their offsets must start at or past the LEO.
 
-        The leader epoch cache learns each epoch newer than its latest from the batches.
+        The leader epoch cache learns each epoch newer than its latest from the batches, and the
+        producer state takes the idempotent producers' batches, unvalidated.
         """
         with self._lock:
             self._check_open()
@@ -209,9 +243,11 @@ class Log:
                         f"follow offset {expected - 1}"
                     )
                 expected = batch.last_offset + 1
-            return self._append(
+            info = self._append(
                 records, batches, batches[0].base_offset, batches[-1].last_offset, None
             )
+            self._producers.update_from_batches(batches)
+            return info
 
     def _validated(self, records: BytesLike, *, deep: bool) -> list[RecordBatch]:
         batches = list(iter_batches(records, deep=deep))
@@ -378,6 +414,31 @@ class Log:
                     )
             return self.log_end_offset_metadata
 
+    def fetch_offset_by_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
+        """ListOffsets against this log (Kafka's `fetchOffsetByTimestamp`).
+
+        `EARLIEST_TIMESTAMP` (-2) answers the log start offset and `LATEST_TIMESTAMP` (-1) the
+        log end offset, both with timestamp -1. Any other target (>= 0) answers the first record
+        at or past the log start whose timestamp is >= it, searching only the segments whose
+        largest timestamp reaches it (through their time indexes); None when no record is that
+        late. Bounding the answer by the high watermark is the caller's, as in Kafka.
+        """
+        if timestamp < 0 and timestamp not in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP):
+            raise ValueError(f"invalid timestamp {timestamp} for a ListOffsets lookup")
+        with self._lock:
+            self._check_open()
+            if timestamp == EARLIEST_TIMESTAMP:
+                return OffsetAndTimestamp(self._log_start_offset, NO_TIMESTAMP)
+            if timestamp == LATEST_TIMESTAMP:
+                return OffsetAndTimestamp(self.log_end_offset, NO_TIMESTAMP)
+            for base in self._bases:
+                segment = self._segments[base]
+                if segment.max_timestamp >= timestamp:
+                    found = segment.find_offset_by_timestamp(timestamp, self._log_start_offset)
+                    if found is not None:
+                        return found
+            return None
+
     # -- truncation, flush, retention ----------------------------------------------------------
 
     def truncate_to(self, offset: int) -> bool:
@@ -385,8 +446,9 @@ class Log:
 
         A batch holding `offset` is removed whole, so the new log end is `offset`, or that
         batch's base offset when the cut fell inside it. The leader epochs starting at or past
-        the new log end are forgotten. An offset below the log start empties the log and starts
-        it there (see `truncate_fully_and_start_at`); one at or past the log end changes
+        the new log end are forgotten, and the producer state is rebuilt from the remaining log
+        when a producer's batch was removed. An offset below the log start empties the log and
+        starts it there (see `truncate_fully_and_start_at`); one at or past the log end changes
         nothing. Returns whether anything was removed.
         """
         if offset < 0:
@@ -408,6 +470,7 @@ class Log:
             active.set_log_end(new_end)
             self._recovery_point = min(self._recovery_point, self.log_end_offset)
             self._epochs.truncate_from_end(new_end)
+            self._producers.truncate_to(new_end, self._stored_producer_batches)
             _log.info(
                 "log.truncated",
                 dir=str(self.dir),
@@ -438,6 +501,7 @@ class Log:
         self._log_start_offset = offset
         self._recovery_point = offset
         self._epochs.clear()
+        self._producers.clear()
         _log.info("log.truncated_fully", dir=str(self.dir), log_start_offset=offset)
 
     def flush(self, offset: int | None = None) -> None:
@@ -548,6 +612,20 @@ class Log:
         """
         with self._lock:
             return self._epochs.end_offset_for(epoch, self.log_end_offset)
+
+    # -- idempotent producers ------------------------------------------------------------------
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        """The idempotent producers' state (for inspection; do not mutate)."""
+        return self._producers
+
+    def _stored_producer_batches(self) -> list[StoredProducerBatch]:
+        return [
+            batch
+            for segment in (self._segments[base] for base in self._bases)
+            for batch in read_producer_batches(segment.log_path, segment.size)
+        ]
 
     # -- lifecycle -----------------------------------------------------------------------------
 

@@ -11,7 +11,12 @@ __all__ = ["LogAppendInfo", "LogOffsetMetadata", "LogReadResult"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LogAppendInfo:
-    """Kafka's `LogAppendInfo`: what one append wrote."""
+    """Kafka's `LogAppendInfo`: what one append wrote.
+
+    `duplicate` marks a leader append that retried an idempotent producer's batch already in
+    the log: the offsets and max timestamp are the original batch's, the counts the retry's;
+    nothing was written (`size_in_bytes` 0) and the log end did not move.
+    """
 
     first_offset: int
     last_offset: int
@@ -19,6 +24,7 @@ class LogAppendInfo:
     record_count: int
     batch_count: int
     size_in_bytes: int
+    duplicate: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -3,17 +3,21 @@
 Loading a log directory, as Kafka's ``LogLoader.load`` does:
 
 - remove what an interrupted operation left behind (``.deleted`` / ``.cleaned`` files, the
-  index of a ``.swap`` segment, an index without its log);
-- open every segment found, rebuilding a missing or corrupt index;
+  indexes of a ``.swap`` segment, an index or time index without its log);
+- open every segment found, rebuilding a segment whose ``.index`` or ``.timeindex`` is missing
+  or corrupt (after a clean shutdown both are sound and nothing is rebuilt);
 - complete an interrupted swap (a cleaner's ``.swap`` segment replaces those it covers);
 - unless the log was shut down cleanly, recover the segments from the recovery point on (every
   batch re-checked, indexes rebuilt, an invalid or partial tail truncated, later segments
   removed);
 - load the leader epoch cache from ``leader-epoch-checkpoint`` (rebuilt from the batch headers
-  when that file is missing or corrupt) and cut it to the offsets the log holds.
+  when that file is missing or corrupt) and cut it to the offsets the log holds;
+- rebuild the idempotent producers' state from the batch headers of every segment. Kafka
+  reloads it from its latest ``.snapshot`` file and the batches after it; no snapshot is
+  written here, so every open reads every header (the records are not read).
 
 ``LogLoader.load`` returns what it found as a ``LoadedLog`` (Kafka's ``LoadedLogOffsets``, plus
-the segments and the epoch cache); the ``Log`` takes it from there.
+the segments, the epoch cache and the producer state); the ``Log`` takes it from there.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from kafkactor.storage.config import LogConfig
 from kafkactor.storage.errors import InvalidLogFileError, StorageError
 from kafkactor.storage.leader_epoch import LeaderEpochCache, LeaderEpochCheckpoint
 from kafkactor.storage.log_segments import LogSegments
+from kafkactor.storage.producer_state import ProducerStateManager, read_producer_batches
 from kafkactor.storage.record_batch import iter_batches
 from kafkactor.storage.segment import (
     CLEANED_SUFFIX,
@@ -36,6 +41,7 @@ from kafkactor.storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
     LogSegment,
 )
 
@@ -77,6 +83,8 @@ class LoadedLog:
     leader_epochs: LeaderEpochCache
     recovered_bytes_truncated: int
     """Bytes that recovery cut off (an invalid or partial tail, and the segments after it)."""
+    producer_state: ProducerStateManager
+    """The idempotent producers' state, rebuilt from the recovered segments."""
 
 
 class LogLoader:
@@ -112,7 +120,8 @@ class LogLoader:
         self._log_start_offset = 0
 
     def load(self) -> LoadedLog:
-        """Load the directory's segments, recover them and load the leader epoch cache."""
+        """Load the directory's segments, recover them, load the leader epoch cache and
+        rebuild the producer state."""
         try:
             self._load_segments()
             if self._clean_shutdown:
@@ -122,6 +131,10 @@ class LogLoader:
                 self._recover_from(self._requested_recovery_point)
             self._log_start_offset = self._bases[0]
             epochs = self._load_leader_epochs()
+            producers = ProducerStateManager()
+            for base in self._bases:
+                segment = self._segments[base]
+                producers.update_from_batches(read_producer_batches(segment.log_path, segment.size))
         except BaseException:
             for segment in self._segments.values():
                 segment.close()
@@ -132,6 +145,7 @@ class LogLoader:
             recovery_point=self._recovery_point,
             leader_epochs=epochs,
             recovered_bytes_truncated=self.recovered_bytes_truncated,
+            producer_state=producers,
         )
 
     # -- the segments found so far (Kafka's LogSegments) ---------------------------------------
@@ -150,14 +164,18 @@ class LogLoader:
         self._remove_temporary_files()
         swaps: list[Path] = []
         for path in sorted(self.dir.iterdir()):
-            if path.suffix == INDEX_SUFFIX and not path.with_suffix(LOG_SUFFIX).exists():
+            if (
+                path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+                and not path.with_suffix(LOG_SUFFIX).exists()
+            ):
                 path.unlink()  # an index without its log: Kafka deletes it
             elif path.name.endswith(LOG_SUFFIX + SWAP_SUFFIX):
                 swaps.append(path)
         for path in sorted(self.dir.glob("*" + LOG_SUFFIX)):
             base = parse_base_offset(path)
             segment = self._new_segment(base)
-            if not segment.index_existed or not self._index_is_sane(segment):
+            existed = segment.index_existed and segment.time_index_existed
+            if not existed or not self._indexes_are_sane(segment):
                 self._truncated_on_load[base] = segment.recover()
             self._log_segments.add(segment)
         for swap in swaps:
@@ -170,17 +188,19 @@ class LogLoader:
         for path in self.dir.iterdir():
             if path.name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX)):
                 path.unlink(missing_ok=True)
-            elif path.name.endswith(INDEX_SUFFIX + SWAP_SUFFIX):
-                path.unlink()  # the index of a swapped segment is rebuilt from its log
+            elif path.name.endswith((INDEX_SUFFIX + SWAP_SUFFIX, TIME_INDEX_SUFFIX + SWAP_SUFFIX)):
+                path.unlink()  # the indexes of a swapped segment are rebuilt from its log
 
-    def _index_is_sane(self, segment: LogSegment) -> bool:
-        try:
-            segment.index.sanity_check()
-        except StorageError as error:
-            _log.warning("log.index_corrupt", dir=str(self.dir), error=str(error))
-            segment.index.truncate()
-            return False
-        return True
+    def _indexes_are_sane(self, segment: LogSegment) -> bool:
+        sane = True
+        for index in (segment.index, segment.time_index):
+            try:
+                index.sanity_check()
+            except StorageError as error:
+                _log.warning("log.index_corrupt", dir=str(self.dir), error=str(error))
+                index.truncate()
+                sane = False
+        return sane
 
     def _complete_swap(self, swap: Path) -> None:
         # A cleaner's replacement segment that was renamed to .swap but not swapped in: finish
@@ -217,7 +237,7 @@ class LogLoader:
                 for later in bases[position + 1 :]:
                     self._log_segments.remove(later).delete()
                 break
-        self._log_segments.active.index.resize(self.config.max_index_size)
+        self._log_segments.active.resize_indexes(self.config.max_index_size)
         self._recovery_point = min(recovery_point, self.log_end_offset)
         if not self._found_segments:
             return  # a new log: nothing was there to recover

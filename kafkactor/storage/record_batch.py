@@ -4,7 +4,9 @@ A log reads batches in two levels so that it can scan cheaply: ``iter_batches`` 
 ``MemoryRecords.batches()``) checks each batch's header and CRC (one ``struct`` unpack and one
 hardware CRC-32C per batch) and hands out zero-copy ``RecordBatch`` views (Kafka's
 ``DefaultRecordBatch``); only ``RecordBatch.records()`` / ``validate_records()`` (or
-``deep=True``) walk the varint-framed records (Kafka's ``DefaultRecord.readFrom``), strictly.
+``deep=True``) walk the varint-framed records (Kafka's ``DefaultRecord.readFrom``), strictly;
+a compressed batch's records are decompressed first (``kafkactor.storage.compression``) and
+walked the same way, while its bytes stay as the producer compressed them.
 ``stamp_batches`` / ``RecordBatch.restamp`` are a leader's offset and epoch assignment in place.
 The format itself, and building batches, is ``kafkactor.storage.records``.
 """
@@ -17,6 +19,7 @@ from typing import Final, NoReturn
 
 import crc32c
 
+from kafkactor.storage.compression import MAX_DECOMPRESSED_SIZE, CompressionType, decompress
 from kafkactor.storage.errors import (
     CorruptRecordError,
     TruncatedBatchError,
@@ -68,6 +71,7 @@ _PARTITION_LEADER_EPOCH_OFFSET: Final = 12
 _MIN_RECORD_SIZE: Final = 7
 _MAX_VARINT_BYTES: Final = 5
 _MAX_VARLONG_BYTES: Final = 10
+_MAX_CODEC: Final = int(max(CompressionType))
 
 
 def _as_byte_view(buf: BytesLike) -> memoryview:
@@ -118,8 +122,8 @@ def iter_batches(
     (what log recovery needs). The batches are zero-copy views: do not mutate ``buf`` while
     they are in use. Batches before a bad one are yielded first, then the error is raised:
     ``TruncatedBatchError`` when the buffer ends inside a batch, ``CorruptRecordError`` for bad
-    bytes, ``UnsupportedCompressionError`` for a compressed batch; each carries the position of
-    the batch at fault.
+    bytes (a compressed batch's records included), ``UnsupportedCompressionError`` for a codec
+    id Kafka does not define (5-7); each carries the position of the batch at fault.
     """
     view = _as_byte_view(buf)
     end = len(view)
@@ -221,7 +225,7 @@ class RecordBatch:
 
     @property
     def compression_codec(self) -> int:
-        """Bits 0-2 of the attributes; always 0 (none) for a batch that passed validation."""
+        """Bits 0-2 of the attributes: a ``CompressionType`` id (0-4) once validated."""
         return self._header[5] & _CODEC_MASK
 
     @property
@@ -291,19 +295,45 @@ class RecordBatch:
     # -- records ---------------------------------------------------------------------------
 
     def records(self) -> list[StoredRecord]:
-        """Decode every record; raises ``CorruptRecordError`` if the framing is inconsistent."""
-        return self._walk(materialize=True)
+        """Decode every record (decompressing first if need be); raises ``CorruptRecordError``
+        if the framing is inconsistent or the compressed records do not decompress."""
+        if self._header[5] & _CODEC_MASK:
+            return self._walk_decompressed(materialize=True)
+        return self._walk(self._buffer.tobytes(), RECORD_BATCH_OVERHEAD, materialize=True)
 
     def validate_records(self) -> None:
         """Walk every record's framing without keeping the records (what ``deep=True`` does)."""
         header = self._header
+        if header[5] & _CODEC_MASK:
+            self._walk_decompressed(materialize=False)
+            return
         data = self._buffer.tobytes()
         if _framing_is_plain(data, RECORD_BATCH_OVERHEAD, header[12], header[6]):
             return
-        self._walk(materialize=False)  # the careful reader: it names what is wrong
+        # the careful reader: it names what is wrong
+        self._walk(data, RECORD_BATCH_OVERHEAD, materialize=False)
 
-    def _walk(self, *, materialize: bool) -> list[StoredRecord]:
-        reader = _RecordReader(self._buffer.tobytes(), RECORD_BATCH_OVERHEAD, self._position)
+    def _walk_decompressed(self, *, materialize: bool) -> list[StoredRecord]:
+        """A compressed batch's records, walked as strictly as any in their decompressed bytes.
+
+        An error there names the codec and otherwise reads as for an uncompressed batch, with
+        byte positions counted in the decompressed records."""
+        header = self._header
+        codec = header[5] & _CODEC_MASK
+        data = decompress(codec, self._buffer[RECORD_BATCH_OVERHEAD:], position=self._position)
+        if not materialize and _framing_is_plain(data, 0, header[12], header[6]):
+            return []
+        try:
+            return self._walk(data, 0, materialize=materialize)
+        except CorruptRecordError as error:
+            name = CompressionType(codec).name.lower()
+            raise CorruptRecordError(
+                f"in the decompressed {name} records: {error.message}", self._position
+            ) from error
+
+    def _walk(self, data: bytes, start: int, *, materialize: bool) -> list[StoredRecord]:
+        """The records framed in ``data`` from ``start`` to its end."""
+        reader = _RecordReader(data, start, self._position)
         header = self._header
         base_offset, last_offset_delta, base_timestamp = header[0], header[6], header[7]
         log_append_time = header[8] if header[5] & _TIMESTAMP_TYPE_MASK else None
@@ -390,7 +420,7 @@ def _check_header(
         if computed != crc:
             fail(f"CRC-32C mismatch: stored {crc:#010x}, computed {computed:#010x}")
     codec = attributes & _CODEC_MASK
-    if codec:
+    if codec > _MAX_CODEC:
         raise UnsupportedCompressionError(codec, position)
     if count < 0:
         fail(f"negative record count {count}")
@@ -398,8 +428,10 @@ def _check_header(
         fail(f"negative last offset delta {last_offset_delta}")
     if count > last_offset_delta + 1:
         fail(f"{count} records do not fit in {last_offset_delta + 1} offsets")
-    if count * _MIN_RECORD_SIZE > len(view) - RECORD_BATCH_OVERHEAD:
-        fail(f"{count} records cannot fit in {len(view) - RECORD_BATCH_OVERHEAD} bytes")
+    # A compressed batch's records can take under 7 bytes each, but not once decompressed.
+    room = MAX_DECOMPRESSED_SIZE if codec else len(view) - RECORD_BATCH_OVERHEAD
+    if count * _MIN_RECORD_SIZE > room:
+        fail(f"{count} records cannot fit in {room} bytes")
     if not 0 <= base_offset <= _INT64_MAX - last_offset_delta:
         fail(f"offsets [{base_offset}, {base_offset} + {last_offset_delta}] are out of range")
 

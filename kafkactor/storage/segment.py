@@ -1,4 +1,4 @@
-"""One log segment: a `.log` file of record batches and its sparse `.index`."""
+"""One log segment: a `.log` file of record batches, its sparse `.index` and `.timeindex`."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ from pathlib import Path
 
 from kafkactor.storage.errors import CorruptRecordError, StorageError, TruncatedBatchError
 from kafkactor.storage.index import OffsetIndex
-from kafkactor.storage.record_batch import batch_size_at, iter_batches
-from kafkactor.storage.records import LOG_OVERHEAD, MAX_BATCH_SIZE, BytesLike
+from kafkactor.storage.record_batch import RecordBatch, batch_size_at, iter_batches
+from kafkactor.storage.records import LOG_OVERHEAD, MAX_BATCH_SIZE, NO_TIMESTAMP, BytesLike
+from kafkactor.storage.time_index import OffsetAndTimestamp, TimeIndex, TimestampOffset
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
@@ -47,7 +49,8 @@ class _Recovery:
         self.segment = segment
         self.deep = deep
         self.last_offset = segment.base_offset - 1
-        self.max_timestamp = -1
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max = segment.base_offset  # the last offset of the batch holding it
         self.first_timestamp: int | None = None
         self.since_entry = 0
 
@@ -66,14 +69,19 @@ class _Recovery:
                     batch.last_offset - segment.base_offset > _MAX_RELATIVE_OFFSET
                 ):
                     return taken, True
+                if batch.max_timestamp > self.max_timestamp:
+                    self.max_timestamp = batch.max_timestamp
+                    self.offset_of_max = batch.last_offset
                 # Appends index once per append, recovery once per batch: a sparse index may
                 # fill up here, and lookups stay correct without more entries.
-                if self.since_entry > segment.index_interval_bytes and not segment.index.is_full:
-                    segment.index.append(batch.last_offset, position + batch.position)
+                if self.since_entry > segment.index_interval_bytes:
+                    if not segment.index.is_full:
+                        segment.index.append(batch.last_offset, position + batch.position)
+                    if not segment.time_index.is_full:
+                        segment.time_index.maybe_append(self.max_timestamp, self.offset_of_max)
                     self.since_entry = 0
                 if self.first_timestamp is None:
                     self.first_timestamp = batch.max_timestamp
-                self.max_timestamp = max(self.max_timestamp, batch.max_timestamp)
                 self.last_offset = batch.last_offset
                 self.since_entry += batch.size_in_bytes
                 taken = batch.position + batch.size_in_bytes
@@ -89,6 +97,17 @@ def _header_in(buf: BytesLike, offset: int, position: int) -> BatchHeader:
     return BatchHeader(position, base, length + LOG_OVERHEAD, base + last_delta, max_ts, epoch)
 
 
+def _headers_in(data: BytesLike, position: int) -> list[BatchHeader]:
+    """The headers of the (validated) batches in `data`, to be stored at file `position`."""
+    headers: list[BatchHeader] = []
+    at, end = 0, len(data)
+    while at + _HEADER.size <= end:
+        header = _header_in(data, at, position + at)
+        headers.append(header)
+        at += header.size_in_bytes
+    return headers
+
+
 @dataclass(frozen=True, slots=True)
 class BatchHeader:
     """The parts of a stored batch's header that placing, reading and truncating need."""
@@ -102,10 +121,14 @@ class BatchHeader:
 
 
 class LogSegment:
-    """Kafka's `LogSegment`: batches appended to `<base>.log`, indexed in `<base>.index`.
+    """Kafka's `LogSegment`: batches appended to `<base>.log`, indexed in `<base>.index` (offsets
+    to positions) and `<base>.timeindex` (timestamps to offsets, KIP-33).
 
     The segment trusts its bytes for reads (they were validated when appended or recovered) and
-    validates every batch in `recover()`. Not thread-safe: its `Log` serialises access.
+    validates every batch in `recover()`, which rebuilds both indexes. Its largest timestamp
+    (retention by time) is kept in memory while it is appended to and written to the time index
+    when it stops being active or is closed, so after a restart it is the time index's last
+    entry (Kafka's `maxTimestampSoFar`). Not thread-safe: its `Log` serialises access.
     """
 
     def __init__(
@@ -123,17 +146,29 @@ class LogSegment:
         self.index_interval_bytes = index_interval_bytes
         self.max_batch_size = max_batch_size
         self.created_ms = created_ms
-        self._index_existed = (directory / segment_file_name(base_offset, INDEX_SUFFIX)).exists()
+        index_path = directory / segment_file_name(base_offset, INDEX_SUFFIX)
+        time_index_path = directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX)
+        self._index_existed = index_path.exists()
+        self._time_index_existed = time_index_path.exists()
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.size = os.fstat(self._fd).st_size
-        self.index = OffsetIndex(
-            directory / segment_file_name(base_offset, INDEX_SUFFIX),
-            base_offset,
-            max_index_size,
-        )
+        try:
+            self.size = os.fstat(self._fd).st_size
+            self.index = OffsetIndex(index_path, base_offset, max_index_size)
+            try:
+                self.time_index = TimeIndex(time_index_path, base_offset, max_index_size)
+            except BaseException:
+                self.index.close()
+                raise
+        except BaseException:
+            os.close(self._fd)
+            raise
         self._bytes_since_index_entry = 0
         self._next_offset: int | None = base_offset if self.size == 0 else None
-        self._max_timestamp: int | None = -1 if self.size == 0 else None
+        # The largest batch max timestamp and the last offset of its batch; None: not read yet
+        # (it is the time index's last entry, see `largest_timestamp_and_offset`).
+        self._max: TimestampOffset | None = (
+            TimestampOffset(NO_TIMESTAMP, base_offset) if self.size == 0 else None
+        )
         self._rolling_timestamp: int | None = None
         self._closed = False
         # The headers of the last batches appended in this process, contiguous up to the end
@@ -149,6 +184,11 @@ class LogSegment:
         return self._index_existed
 
     @property
+    def time_index_existed(self) -> bool:
+        """Whether the time index file was already there when the segment was opened."""
+        return self._time_index_existed
+
+    @property
     def next_offset(self) -> int:
         """One past the last offset stored (the base offset when empty)."""
         if self._next_offset is None:
@@ -157,16 +197,23 @@ class LogSegment:
 
     @property
     def max_timestamp(self) -> int:
-        """The largest batch max timestamp in the segment (-1 when empty)."""
-        if self._max_timestamp is None:
-            self._max_timestamp = max(
-                (header.max_timestamp for header in self.headers()), default=-1
-            )
-        return self._max_timestamp
+        """The largest batch max timestamp in the segment (-1 when none carries one)."""
+        return self.largest_timestamp_and_offset().timestamp
+
+    def largest_timestamp_and_offset(self) -> TimestampOffset:
+        """The largest batch max timestamp and the last offset of the batch holding it.
+
+        `(-1, base_offset)` when no batch carries a timestamp. Kept up to date by appends,
+        truncation and recovery; a segment opened without recovery reads it from its time
+        index's last entry, which its last roll or close wrote (Kafka's `maxTimestampSoFar`).
+        """
+        if self._max is None:
+            self._max = self.time_index.last_entry
+        return self._max
 
     def retention_timestamp(self) -> int:
-        """What `retention.ms` compares: the largest batch timestamp, or, when no batch carries
-        one, the file's last-modified time (Kafka's fallback)."""
+        """What `retention.ms` compares: the largest batch timestamp (Kafka's
+        `largestTimestamp`), or, when no batch carries one, the file's last-modified time."""
         largest = self.max_timestamp
         if largest >= 0:
             return largest
@@ -194,29 +241,34 @@ class LogSegment:
             raise StorageError(f"offset {largest_offset} does not fit segment {self.base_offset}")
         if not data:
             return
+        headers = _headers_in(data, self.size)
+        largest = self.largest_timestamp_and_offset()
+        for header in headers:
+            if header.max_timestamp > largest.timestamp:
+                largest = TimestampOffset(header.max_timestamp, header.last_offset)
         if self._bytes_since_index_entry > self.index_interval_bytes:
             self.index.append(largest_offset, self.size)
+            # A full time index (only the roll's slot left) gets no more entries: lookups
+            # stay correct with a sparser index (Kafka would roll the segment instead).
+            if not self.time_index.is_full:
+                self.time_index.maybe_append(largest.timestamp, largest.offset)
             self._bytes_since_index_entry = 0
         written = os.pwrite(self._fd, data, self.size)
         if written != len(data):
             raise StorageError(f"short write to {self.log_path}: {written} of {len(data)} bytes")
-        self._remember_headers(data, self.size)
+        self._remember_headers(headers)
         if self.size == 0 and self._rolling_timestamp is None and max_timestamp >= 0:
             self._rolling_timestamp = max_timestamp
         self.size += len(data)
         self._bytes_since_index_entry += len(data)
         self._next_offset = largest_offset + 1
-        if self._max_timestamp is not None:
-            self._max_timestamp = max(self._max_timestamp, max_timestamp)
+        self._max = largest
 
-    def _remember_headers(self, data: BytesLike, position: int) -> None:
+    def _remember_headers(self, headers: list[BatchHeader]) -> None:
         tail, lasts = self._tail, self._tail_lasts
-        at, end = 0, len(data)
-        while at + _HEADER.size <= end:
-            header = _header_in(data, at, position + at)
+        for header in headers:
             tail.append(header)
             lasts.append(header.last_offset)
-            at += header.size_in_bytes
         if len(tail) > 2 * _TAIL_HEADERS:
             del tail[:_TAIL_HEADERS]
             del lasts[:_TAIL_HEADERS]
@@ -228,14 +280,23 @@ class LogSegment:
     def flush(self) -> None:
         os.fsync(self._fd)
         self.index.flush()
+        self.time_index.flush()
 
     def dup_fds(self) -> list[int]:
-        """Duplicates of the log and index file descriptors, for an fsync outside the log lock.
+        """Duplicates of the log and both index file descriptors, for an fsync outside the log
+        lock.
 
         The caller closes them. An fsync through a duplicate stays safe when the segment is
         closed or deleted meanwhile.
         """
-        return [os.dup(self._fd), self.index.dup_fd()]
+        fds = [os.dup(self._fd), self.index.dup_fd()]
+        try:
+            fds.append(self.time_index.dup_fd())
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return fds
 
     def truncate_to(self, offset: int) -> int:
         """Drop every batch whose last offset is >= `offset`; return the bytes removed."""
@@ -245,14 +306,25 @@ class LogSegment:
         removed = self.size - found.position
         self._forget_headers()
         self.index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
         os.ftruncate(self._fd, found.position)
         self.size = found.position
         self._bytes_since_index_entry = 0
         self._next_offset = None
-        self._max_timestamp = None
+        self._max = self._read_largest_timestamp()
         if self.size == 0:
             self._rolling_timestamp = None
         return removed
+
+    def _read_largest_timestamp(self) -> TimestampOffset:
+        """The time index's last entry, or a larger timestamp stored after it (Kafka's
+        `readLargestTimestamp`): after a truncation, the batches past the last entry's."""
+        largest = self.time_index.last_entry
+        _, position = self.index.lookup(largest.offset)
+        for header in self.iter_headers(position):
+            if header.max_timestamp > largest.timestamp:
+                largest = TimestampOffset(header.max_timestamp, header.last_offset)
+        return largest
 
     def set_log_end(self, offset: int) -> None:
         """Report `offset` as the next offset, at or past the end of the stored batches.
@@ -267,14 +339,16 @@ class LogSegment:
         self._next_offset = offset
 
     def recover(self, *, deep: bool = False) -> int:
-        """Re-read every batch, checking its CRC and header, and rebuild the index.
+        """Re-read every batch, checking its CRC and header, and rebuild both indexes.
 
         As Kafka's `LogSegment.recover`: the CRC covers every record byte, and records were
         validated when the leader appended them. `deep=True` also walks each record's framing.
         Truncates the file at the first batch that is partial, invalid or out of offset order;
-        returns the number of bytes truncated.
+        returns the number of bytes truncated. As in Kafka, the time index ends with the entry
+        of the segment's largest timestamp.
         """
         self.index.truncate()
+        self.time_index.truncate()
         self._forget_headers()
         file_size = os.fstat(self._fd).st_size
         state = _Recovery(self, deep)
@@ -301,7 +375,8 @@ class LogSegment:
         self.size = position
         self._bytes_since_index_entry = state.since_entry
         self._next_offset = state.last_offset + 1
-        self._max_timestamp = state.max_timestamp
+        self._max = TimestampOffset(state.max_timestamp, state.offset_of_max)
+        self.time_index.maybe_append(state.max_timestamp, state.offset_of_max, skip_full_check=True)
         first = state.first_timestamp
         self._rolling_timestamp = first if first is not None and first >= 0 else None
         return file_size - position
@@ -356,6 +431,28 @@ class LogSegment:
                 return header
         return None
 
+    def find_offset_by_timestamp(
+        self, timestamp: int, starting_offset: int = 0
+    ) -> OffsetAndTimestamp | None:
+        """The first record at or past `starting_offset` whose timestamp is >= `timestamp`.
+
+        Kafka's `findOffsetByTimestamp`: the time index gives the offset to start from (no
+        earlier record reaches the entry's timestamp), the offset index its position; batch
+        headers are then scanned for the first batch whose max timestamp reaches the target,
+        and that batch's records for the first one that does. Timestamps need not increase
+        from record to record. None when no record here qualifies.
+        """
+        entry = self.time_index.lookup(timestamp)
+        _, position = self.index.lookup(max(entry.offset, starting_offset))
+        for header in self.iter_headers(position):
+            if header.max_timestamp < timestamp or header.last_offset < starting_offset:
+                continue
+            data = os.pread(self._fd, header.size_in_bytes, header.position)
+            for record in RecordBatch(data, verify_crc=False).records():
+                if record.timestamp_ms >= timestamp and record.offset >= starting_offset:
+                    return OffsetAndTimestamp(record.offset, record.timestamp_ms)
+        return None
+
     def read(
         self,
         start_offset: int,
@@ -402,20 +499,44 @@ class LogSegment:
     # -- files -------------------------------------------------------------------------------
 
     def trim_index(self) -> None:
-        """Shrink the index file to its entries (done when the segment stops being active)."""
+        """What a segment does when it stops being active (Kafka's `onBecomeInactiveSegment`):
+        append its largest timestamp to the time index, then shrink both index files to their
+        entries."""
+        self._append_largest_timestamp()
         self.index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def resize_indexes(self, size: int) -> None:
+        """Preallocate both index files to `size` bytes (the active segment's, after loading);
+        never below their entries (a tiny time index may hold its roll entries past `size`)."""
+        for index in (self.index, self.time_index):
+            index.resize(max(size, index.size_in_bytes))
+
+    def _append_largest_timestamp(self) -> None:
+        # Into the slot the time index keeps for it; a no-op when the last entry has it already.
+        if self._max is not None:
+            self.time_index.maybe_append(
+                self._max.timestamp, self._max.offset, skip_full_check=True
+            )
 
     def close(self) -> None:
+        """Write the largest timestamp to the time index, trim both indexes, close the files."""
         if self._closed:
             return
         self._closed = True
-        self.index.close()
-        os.close(self._fd)
+        try:
+            self._append_largest_timestamp()
+        finally:
+            try:
+                self.index.close()
+                self.time_index.close()
+            finally:
+                os.close(self._fd)
 
     def delete(self) -> None:
-        """Close and remove both files, through a `.deleted` rename as Kafka does."""
+        """Close and remove the three files, through a `.deleted` rename as Kafka does."""
         self.close()
-        for path in (self.log_path, self.index.path):
+        for path in (self.log_path, self.index.path, self.time_index.path):
             doomed = path.with_name(path.name + DELETED_SUFFIX)
             try:
                 path.rename(doomed)

@@ -474,7 +474,7 @@ def test_recover_refuses_a_compressed_batch_rather_than_truncating_it(tmp_path: 
     seg = open_segment(tmp_path)
     fill(seg, SPEC)
     compressed = bytearray(batch_at(113, 2))
-    struct.pack_into(">h", compressed, ATTRIBUTES_AT, 1)  # gzip
+    struct.pack_into(">h", compressed, ATTRIBUTES_AT, 5)  # a codec id Kafka does not define
     with seg.log_path.open("ab") as file:
         file.write(recrc(bytes(compressed)))
     seg = reopened(seg)
