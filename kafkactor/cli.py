@@ -290,6 +290,28 @@ def _prefixed(say: Callable[[str], None], prefix: str, message: str) -> None:
     say(prefix + message)
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from kafkactor.serve import ServeOptions, serve
+
+    options = ServeOptions(
+        brokers=args.brokers,
+        host=args.host,
+        port=args.port,
+        data_dir=Path(args.data_dir) if args.data_dir else None,
+        zookeeper=args.zookeeper,
+        events=Path(args.events) if args.events else None,
+        auto_create_topics=not args.no_auto_create_topics,
+        default_replication_factor=args.default_replication_factor,
+    )
+    try:
+        return serve(options, sys.stdout)
+    except OSError as error:  # the port is taken, the address is not ours ...
+        print(
+            f"kafkactor serve: cannot listen on {args.host}:{args.port}: {error}", file=sys.stderr
+        )
+        return 1
+
+
 def _cmd_nemesis(args: argparse.Namespace) -> int:
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from multiprocessing import get_context
@@ -356,6 +378,49 @@ def _cmd_nemesis(args: argparse.Namespace) -> int:
         return 0
     print("THE CLAIM FAILED: see the lines above (--events-dir keeps the failing event logs)")
     return 1
+
+
+def _add_serve_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    server = commands.add_parser(
+        "serve",
+        help="serve Kafka's protocol from a cluster in this process until SIGINT / SIGTERM",
+        description=(
+            "Start a cluster of brokers in this process, each listening for Kafka's wire "
+            "protocol (broker i on PORT + i - 1), and print one line "
+            "'bootstrap.servers=HOST:PORT,...' once every broker serves. Any Kafka client "
+            "can then produce and consume. SIGINT or SIGTERM shuts every broker down cleanly "
+            "(docs/network.md). Exit codes: 0 after a clean shutdown, 1 when a port cannot be "
+            "bound, 2 usage."
+        ),
+    )
+    server.add_argument("--brokers", type=_positive_int, default=3, help="brokers (default 3)")
+    server.add_argument(
+        "--port", type=int, default=9092, help="the first broker's port (default 9092; 0: free)"
+    )
+    server.add_argument(
+        "--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)"
+    )
+    server.add_argument(
+        "--data-dir", help="keep the brokers' logs here (default: a temporary directory)"
+    )
+    server.add_argument(
+        "--zookeeper",
+        default="embedded",
+        help="'embedded' (default) or a real ZooKeeper's host:port",
+    )
+    server.add_argument("--events", help="write the event log (JSON lines) to this file")
+    server.add_argument(
+        "--no-auto-create-topics",
+        action="store_true",
+        help="refuse unknown topics instead of creating them (auto.create.topics.enable=false)",
+    )
+    server.add_argument(
+        "--default-replication-factor",
+        type=_positive_int,
+        default=1,
+        help="replication factor of auto-created topics (default 1, as Kafka's)",
+    )
+    server.set_defaults(func=_cmd_serve)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -464,6 +529,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     analyzer.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     analyzer.set_defaults(func=_cmd_analyze)
+
+    _add_serve_command(commands)
 
     nemesis = commands.add_parser(
         "nemesis",

@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 NO_LEADER = -1  # a partition without a leader
+# the leader an UpdateMetadata gives a partition of a topic being deleted (Kafka's
+# LeaderAndIsr.LeaderDuringDelete): the broker's metadata cache drops the partition
+LEADER_DURING_DELETE = -2
 
 
 class _NamesAPartition(Protocol):
@@ -98,5 +101,29 @@ class PartitionLeaderState:
         return self.leader != NO_LEADER
 
 
-VALUE_TYPES: tuple[type[object], ...] = (TopicPartition, LogOffsetMetadata, PartitionLeaderState)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerEndpoint:
+    """Where a broker's clients connect: Kafka's `Broker` with its one PLAINTEXT endpoint, as
+    the broker registers it in `/brokers/ids/<id>` and the controller spreads it in
+    UpdateMetadata. A broker without a listener is registered with port -1."""
+
+    broker_id: int = 0
+    host: str = ""
+    port: int = -1
+
+
+class TopicExistsError(ValueError):
+    """A topic of that name already exists (Kafka's TOPIC_ALREADY_EXISTS)."""
+
+
+class UnknownTopicError(ValueError):
+    """No topic of that name exists (Kafka's UNKNOWN_TOPIC_OR_PARTITION)."""
+
+
+VALUE_TYPES: tuple[type[object], ...] = (
+    TopicPartition,
+    LogOffsetMetadata,
+    PartitionLeaderState,
+    BrokerEndpoint,
+)
 """The shared value types that may travel inside messages (registered with the codec)."""

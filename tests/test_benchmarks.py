@@ -17,7 +17,14 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPTS = ("analytics_bench", "produce_bench", "purgatory_bench", "storage_bench", "timer_bench")
+SCRIPTS = (
+    "analytics_bench",
+    "produce_bench",
+    "purgatory_bench",
+    "storage_bench",
+    "timer_bench",
+    "wire_bench",
+)
 WAIT_S = 60
 
 
@@ -105,3 +112,21 @@ def test_analytics_bench(runs: dict[str, Run]) -> None:
     [size] = document["analysis"]
     assert size["events"] == document["parameters"]["sizes"][0]
     assert size["baseline_events_per_s"] > 0
+
+
+@pytest.mark.timeout(WAIT_S + 10)
+def test_wire_bench(runs: dict[str, Run]) -> None:
+    pytest.importorskip("confluent_kafka")  # the clients it measures (librdkafka)
+    stdout, document = runs["wire_bench"].wait()
+    assert "wire acks=all / raw TCP" in stdout
+    [run] = document["runs"]
+    records = document["parameters"]["records"]
+    for produced in ("acks_1", "acks_all", "in_process", "mock_produce"):
+        assert run[produced]["delivered"] == records and run[produced]["errors"] == 0, produced
+    assert run["consume"]["records"] == run["consume"]["expected"] >= records
+    assert run["mock_consume"]["records"] == run["mock_consume"]["expected"] > 0
+    assert run["acks_all"]["requests"] > 0 and run["raw"]["total_bytes"] > 0
+    for startup in ("first_ack_created", "first_ack_auto"):
+        assert run[startup]["error"] == "" and run[startup]["total_s"] > 0, startup
+    verdicts = [row["met"] for row in document["summary"] if row["goal"]]
+    assert len(verdicts) == 4 and set(verdicts) <= {"met", "not met"}

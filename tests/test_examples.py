@@ -20,6 +20,11 @@ PROMISES = {
     ],
     "long_poll_fetch.py": ["idle poll returned []", "long poll returned [b'click!']"],
     "timing_wheel.py": ["t= 8000ms  8000ms task", "pending: 0"],
+    "kafka_python_client.py": [
+        "bootstrap.servers = 127.0.0.1:",
+        "acknowledged at offset 2 by the leader",
+        "offset 2: key=b'customer-7' value=b'order 2'",
+    ],
     "controller_failover.py": ["epoch 2"],
     "analyze_events.py": [
         "events analysed, 0 corrupt lines",
@@ -57,3 +62,11 @@ def test_example_runs_and_prints_what_it_promises(name: str, tmp_path: Path) -> 
     for promise in PROMISES[name]:
         assert promise in done.stdout, (promise, done.stdout)
     assert not list(tmp_path.iterdir()), "an example left files behind"
+
+
+def test_the_readme_shows_the_kafka_python_example_as_it_runs() -> None:
+    """The README's wire-protocol example is examples/kafka_python_client.py, as run above."""
+    readme = (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
+    example = (EXAMPLES / "kafka_python_client.py").read_text(encoding="utf-8")
+    code = example.split('"""', 2)[2].strip()
+    assert f"```python\n{code}\n```" in readme

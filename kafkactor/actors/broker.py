@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, MutableMapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,12 @@ from kafkactor.actors.replication import (
     ReplicaManagerConfig,
     ReplicaPurgatoryActor,
 )
+from kafkactor.actors.replication.producer_ids import producer_id_manager
 from kafkactor.actors.runtime import Directory, addresses
 from kafkactor.messages.controller import ZooKeeperSessionLost, ZooKeeperSessionStarted
+from kafkactor.network.kafka_apis import KafkaApis, KafkaApisConfig, ProducerIdSource, TopicAdmin
+from kafkactor.network.kafka_apis_actor import KafkaApisActor
+from kafkactor.network.socket_server import SocketServer, SocketServerConfig
 from kafkactor.storage import Log, LogConfig, LogManager, LogManagerConfig
 from kafkactor.timer import Clock, Scheduler, SystemClock, Timer
 from kafkactor.tracing import get_logger
@@ -40,6 +45,7 @@ class BrokerConfig:
     reaper_poll_ms: int = REAPER_POLL_MS
     producer_purgatory_purge_interval: int = 1000  # producer.purgatory.purge.interval.requests
     fetch_purgatory_purge_interval: int = 1000  # fetch.purgatory.purge.interval.requests
+    apis: KafkaApisConfig = field(default_factory=KafkaApisConfig)
 
 
 class Broker:
@@ -64,8 +70,17 @@ class Broker:
         config: BrokerConfig | None = None,
         topic_configs: MutableMapping[str, LogConfig] | None = None,
         zookeeper: Callable[[], Any] | None = None,
+        listener: SocketServerConfig | None = None,
+        admin: TopicAdmin | None = None,
+        producer_ids: ProducerIdSource | None = None,
     ) -> None:
         self.broker_id = broker_id
+        # with a listener, Kafka's wire protocol on (host, port); port 0 takes a free one,
+        # which `listener` then names, so a restart listens where clients knew it
+        self.listener = listener
+        self.admin = admin
+        self.producer_ids = producer_ids
+        self.socket_server: SocketServer | None = None
         self.data_dir = Path(data_dir)
         self.directory = directory
         self.clock: Clock = clock if clock is not None else SystemClock()
@@ -100,18 +115,37 @@ class Broker:
             self.zookeeper = ZooKeeperSession(
                 broker_id,
                 zookeeper,
-                lambda: BrokerRegistration(
-                    broker_id, "localhost", 9092 + broker_id, self.clock.now_ms()
-                ).encode(),
+                lambda: BrokerRegistration(broker_id, *self.endpoint, self.clock.now_ms()).encode(),
                 on_lost=lambda: directory.tell(controller, ZooKeeperSessionLost()),
                 on_started=lambda: directory.tell(controller, ZooKeeperSessionStarted()),
             )
+
+    @property
+    def endpoint(self) -> tuple[str, int]:
+        """(host, port) clients connect to; port -1 without a listener."""
+        if self.listener is None:
+            return "localhost", -1
+        return self.listener.host, self.listener.port
 
     @property
     def replica_manager_address(self) -> str:
         return addresses.replica_manager(self.broker_id)
 
     def start(self) -> Broker:
+        """Start the broker; a start that fails part way (its listener's port is taken, ...)
+        stops what it started, closes the logs as a crash would (no clean-shutdown marker is
+        claimed) and raises."""
+        try:
+            return self._start()
+        except BaseException:
+            self._stop_actors()
+            if self.zookeeper is not None:
+                self.zookeeper.close()
+            with contextlib.suppress(Exception):  # it may not have opened the logs yet
+                self.log_manager.crash()
+            raise
+
+    def _start(self) -> Broker:
         broker = self.broker_id
         self.scheduler.startup()
         self.log_manager.startup()
@@ -171,6 +205,8 @@ class Broker:
             strict=True,
         ):
             directory.register(address, ref)  # reachable as soon as start() returns
+        if self.listener is not None:
+            self._start_network()
         if self.zookeeper is not None:
             self.zookeeper.start()  # registered: the controller will send LeaderAndIsr
             controller = ControllerActor.start(
@@ -187,7 +223,29 @@ class Broker:
         )
         return self
 
+    def _start_network(self) -> None:
+        assert self.listener is not None
+        broker = self.broker_id
+        producer_ids = self.producer_ids
+        if producer_ids is None:  # blocks claimed in ZooKeeper (or in this process without it)
+            session = self.zookeeper
+            producer_ids = producer_id_manager(
+                broker, _CurrentClient(session) if session is not None else None
+            )
+        apis = KafkaApis(broker, self.config.apis, admin=self.admin, producer_ids=producer_ids)
+        ref = KafkaApisActor.start(
+            addresses.kafka_apis(broker), self.directory, self.clock, broker, apis=apis
+        )
+        self.directory.register(addresses.kafka_apis(broker), ref)
+        self.refs.append(ref)
+        server = SocketServer(broker, self.directory, self.listener, clock=self.clock).start()
+        self.socket_server = server
+        self.listener = replace(self.listener, host=server.host, port=server.port)
+
     def _stop_actors(self) -> None:
+        if self.socket_server is not None:  # no more requests: clients see the broker go
+            self.socket_server.stop()
+            self.socket_server = None
         self.timer.shutdown()  # the Reaper's wait ends at once
         if self.refs and self.zookeeper is not None:  # the controller first: it stops acting
             controller = self.refs.pop()
@@ -227,3 +285,13 @@ class Broker:
         """Live actors of this broker (every actor is a thread)."""
         prefix = addresses.broker_prefix(self.broker_id) + "/"
         return sum(1 for a in self.directory.addresses() if a.startswith(prefix))
+
+
+class _CurrentClient:
+    """The broker's ZooKeeper client of the moment (a new one after a session expiry)."""
+
+    def __init__(self, session: ZooKeeperSession) -> None:
+        self._session = session
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session.client, name)

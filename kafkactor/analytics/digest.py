@@ -1,8 +1,8 @@
 """What the report, the plots and the command print: read back from the Parquet written.
 
-The small tables come back whole; the large ones (traces, the timeline, corrupt lines) as
-their totals, distributions and first rows. `summary` turns a digest into the JSON-able key
-numbers of `AnalysisResult.summary`.
+The small tables come back whole; the large ones (traces, the timeline, corrupt lines, client
+ids, bad-request reasons) as their totals, distributions and first rows. `summary` turns a
+digest into the JSON-able key numbers of `AnalysisResult.summary`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from kafkactor.analytics.tables import TIMELINE_EVENTS
 WHOLE_TABLES = (
     "event_counts",
     "latency",
+    "api_requests",
     "purgatory_timeline",
     "timer_lateness",
     "hw_lag",
@@ -33,6 +34,10 @@ TIMELINE_ROWS = 200
 
 CORRUPT_SAMPLES = 10
 """Corrupt lines the report quotes."""
+
+LISTED_ROWS = 50
+"""Rows the report lists of the tables that grow with what clients send (`client_requests`:
+one row per client id, `bad_requests`: one per reason); the tables have them all."""
 
 ROOT_TYPES = 15
 """Root message types the report counts traces of."""
@@ -49,6 +54,7 @@ class Digest:
     traces: dict[str, Any] = field(default_factory=dict)  # trace_hops distribution
     hops_histogram: list[tuple[int, int]] = field(default_factory=list)  # (hops, traces)
     roots: list[tuple[str, int]] = field(default_factory=list)  # (root message type, traces)
+    bad_requests: int = 0  # network.bad_request events (the bad_requests table's count total)
 
 
 def _records(frame: DataFrame, limit: int | None = None) -> list[dict[str, Any]]:
@@ -98,6 +104,14 @@ def read_digest(
         rows["timeline"] = _records(frames["timeline"], TIMELINE_ROWS)
     if "corrupt_lines" in frames:
         rows["corrupt_lines"] = _records(frames["corrupt_lines"], CORRUPT_SAMPLES)
+    for name in ("client_requests", "bad_requests"):
+        if name in frames:  # written in report order: read as they are
+            rows[name] = _records(frames[name], LISTED_ROWS)
+            totals[name] = frames[name].count()
+    bad_requests = 0
+    if totals.get("bad_requests"):
+        total = frames["bad_requests"].agg(sf.sum("count").alias("events")).first()
+        bad_requests = int(total["events"]) if total is not None else 0
     traces: dict[str, Any] = {"traces": 0}
     histogram: list[tuple[int, int]] = []
     roots: list[tuple[str, int]] = []
@@ -124,6 +138,7 @@ def read_digest(
         traces=traces,
         hops_histogram=histogram,
         roots=roots,
+        bad_requests=bad_requests,
     )
 
 
@@ -144,6 +159,28 @@ def _latency_key(row: Mapping[str, Any]) -> dict[str, Any]:
     return {
         key: row[key]
         for key in ("request", "fetcher", "acks", "outcome", "count", "p50_ms", "p99_ms", "max_ms")
+    }
+
+
+def _network(digest: Digest) -> dict[str, Any] | None:
+    """Wire requests in total and per API and version; None when the log has no network.*
+    request, response or bad request."""
+    apis = digest.rows.get("api_requests", [])
+    if not apis and not digest.bad_requests:
+        return None
+    return {
+        "requests": sum(int(r["requests"]) for r in apis),
+        "responses": sum(int(r["responses"]) for r in apis),
+        "unanswered": sum(int(r["unanswered"]) for r in apis),
+        "bad_requests": digest.bad_requests,
+        "clients": digest.totals.get("client_requests", 0),
+        "apis": [
+            {
+                key: row[key]
+                for key in ("api", "api_version", "requests", "p50_ms", "p99_ms", "max_ms")
+            }
+            for row in apis
+        ],
     }
 
 
@@ -174,6 +211,7 @@ def summary(digest: Digest) -> dict[str, Any]:
         "span_s": span_s,
         "event_types": len(rows.get("event_counts", [])),
         "latency": [_latency_key(row) for row in rows.get("latency", [])],
+        "network": _network(digest),
         "purgatory": _purgatory_totals(rows.get("purgatory_timeline", [])),
         "timer_lateness": (
             {

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from kafkactor.analytics.digest import CORRUPT_SAMPLES, TIMELINE_ROWS, Digest
+from kafkactor.analytics.digest import CORRUPT_SAMPLES, LISTED_ROWS, TIMELINE_ROWS, Digest
 
 NONE_HERE = "none in this log"
 
@@ -111,6 +111,72 @@ def _latency(digest: Digest, plots: Mapping[str, Path], out_dir: Path) -> list[s
         "",
         markdown_table(headers, [[r[k] for k in keys + stats] for r in rows]),
         *_plot(plots, "latency", out_dir, "latency percentiles by request, acks and outcome"),
+    ]
+
+
+def _first_rows(digest: Digest, name: str, shown: int) -> list[str]:
+    total = digest.totals.get(name, 0)
+    if total > shown:
+        return ["", f"The first {LISTED_ROWS} of {total:,} rows; the table has them all."]
+    return []
+
+
+def _api_requests(digest: Digest) -> list[str]:
+    rows = digest.rows.get("api_requests", [])
+    if not rows:
+        return [f"No `network.request` or `network.response` events: {NONE_HERE}."]
+    headers = ["api", "key", "version", "requests", "responses", "unanswered", "no bytes"]
+    headers += ["mean", "p50", "p99", "max"]
+    keys = ["api", "api_key", "api_version", "requests", "responses", "unanswered"]
+    keys += ["no_response_bytes", "mean_ms", "p50_ms", "p99_ms", "max_ms"]
+    return [
+        "Requests the brokers read over the wire, per API and version, and the time from each "
+        "request's frame read to its response written (`network.response` `latency_ms`), ms. "
+        "Unanswered: no response in the log; no bytes: answered by writing nothing (acks=0, or "
+        "the connection closed):",
+        "",
+        markdown_table(headers, [[r[k] for k in keys] for r in rows]),
+    ]
+
+
+def _client_requests(digest: Digest) -> list[str]:
+    rows = digest.rows.get("client_requests", [])
+    if not rows:
+        return [f"No `network.request` or `network.response` events: {NONE_HERE}."]
+    keys = ["client_id", "requests", "responses", "unanswered", "mean_ms", "p50_ms", "p99_ms"]
+    keys.append("max_ms")
+    return [
+        "The same per client id (the request header's; `-`: none sent, or the request is not "
+        "in the log), ms:",
+        "",
+        markdown_table(
+            ["client id", "requests", "responses", "unanswered", "mean", "p50", "p99", "max"],
+            [[r[k] for k in keys] for r in rows],
+        ),
+        *_first_rows(digest, "client_requests", len(rows)),
+    ]
+
+
+def _bad_requests(digest: Digest) -> list[str]:
+    rows = digest.rows.get("bad_requests", [])
+    if not rows:
+        return [f"No `network.bad_request` events: {NONE_HERE}."]
+    body = [
+        [
+            r["reason"],
+            r["count"],
+            ", ".join(str(b) for b in r["brokers"] or []),
+            _time(r["first_ts_ms"]),
+            _time(r["last_ts_ms"]),
+        ]
+        for r in rows
+    ]
+    frames = "1 frame" if digest.bad_requests == 1 else f"{digest.bad_requests:,} frames"
+    return [
+        f"{frames} could not be served (each closed its connection), by reason:",
+        "",
+        markdown_table(["reason", "count", "brokers", "first (UTC)", "last (UTC)"], body),
+        *_first_rows(digest, "bad_requests", len(rows)),
     ]
 
 
@@ -275,6 +341,9 @@ def render_report(digest: Digest, plots: Mapping[str, Path], out_dir: Path) -> s
     lines = _overview(digest)
     lines += _section("Event counts", "event_counts", _event_counts(digest))
     lines += _section("Request latency", "latency", _latency(digest, plots, out_dir))
+    lines += _section("Wire requests by API", "api_requests", _api_requests(digest))
+    lines += _section("Wire requests by client", "client_requests", _client_requests(digest))
+    lines += _section("Bad requests", "bad_requests", _bad_requests(digest))
     lines += _section("Purgatories", "purgatory_timeline", _purgatories(digest, plots, out_dir))
     lines += _section("Timer lateness", "timer_lateness", _timer(digest, plots, out_dir))
     lines += _section("High-watermark lag", "hw_lag", _hw_lag(digest))
@@ -317,6 +386,21 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
             )
     else:
         lines.append(f"latency: no produce / fetch responses ({NONE_HERE})")
+    network = summary["network"]
+    if network:
+        lines.append(
+            f"wire requests {network['requests']:,} ({network['unanswered']:,} unanswered) from "
+            f"{network['clients']:,} client ids, bad requests {network['bad_requests']:,}"
+            + ("; p50 / p99 / max ms:" if network["apis"] else "")
+        )
+        for row in network["apis"]:
+            who = f"{row['api']} v{row['api_version']}"
+            lines.append(
+                f"  {who:20s} n={row['requests']:<8,} "
+                f"{_format(row['p50_ms'])} / {_format(row['p99_ms'])} / {_format(row['max_ms'])}"
+            )
+    else:
+        lines.append(f"wire requests: {NONE_HERE}")
     if not summary["purgatory"]:
         lines.append(f"purgatories: {NONE_HERE}")
     for name, totals in sorted(summary["purgatory"].items()):

@@ -6,8 +6,11 @@ and the schema does not name are skipped, as docs/events.md asks of a reader.
 
 A Spark field has one type, and a value that does not fit it marks the whole line corrupt, so
 a field name must mean one type across every event type that has it (docs/events.md keeps
-them so). One field is left out on purpose: `broker.registered`'s `session`, a 64-bit
-ZooKeeper session id that can exceed a signed long, so no such line is ever set aside.
+them so). Two exceptions: `latency_ms` is whole milliseconds in `produce.response` and
+`fetch.response` and has a fraction in `network.response`, so it is read as a double (Spark
+reads a JSON integer into a double, never a fraction into a long); and `broker.registered`'s
+`session`, a 64-bit ZooKeeper session id that can exceed a signed long, is left out, so no
+such line is ever set aside.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pyspark.sql.types import (
     ArrayType,
     BooleanType,
     DataType,
+    DoubleType,
     IntegerType,
     LongType,
     MapType,
@@ -29,8 +33,9 @@ CORRUPT_COLUMN = "_corrupt_record"
 
 _BROKER_IDS = ArrayType(IntegerType())
 
-# (name, type): Kafka's int32 ids (brokers, partitions, acks) are integers, offsets, times,
-# counts and epochs are longs. Grouped by the events that carry them.
+# (name, type): Kafka's int32 ids (brokers, partitions, acks, API keys and versions) are
+# integers, offsets, times, counts, sizes and epochs are longs (correlation ids too: the
+# in-process clients' are not bounded to int32). Grouped by the events that carry them.
 _FIELDS: tuple[tuple[str, DataType], ...] = (
     # every event
     ("ts_ms", LongType()),
@@ -47,8 +52,16 @@ _FIELDS: tuple[tuple[str, DataType], ...] = (
     ("acks", IntegerType()),
     ("fetcher", StringType()),
     ("outcome", StringType()),
-    ("latency_ms", LongType()),
+    ("latency_ms", DoubleType()),  # network.response's has a fraction
     ("error_codes", ArrayType(LongType())),
+    # network.request / network.response / network.bad_request (the socket server)
+    ("connection", StringType()),
+    ("api_key", IntegerType()),
+    ("api", StringType()),
+    ("api_version", IntegerType()),
+    ("correlation_id", LongType()),
+    ("client_id", StringType()),
+    ("bytes", LongType()),
     # purgatory.*, timer.*
     ("purgatory", StringType()),
     ("operation_id", LongType()),

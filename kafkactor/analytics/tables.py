@@ -20,6 +20,9 @@ from kafkactor.analytics.schema import CORRUPT_COLUMN, EVENT_COLUMNS
 TABLES: tuple[str, ...] = (
     "event_counts",
     "latency",
+    "api_requests",
+    "client_requests",
+    "bad_requests",
     "purgatory_timeline",
     "timer_lateness",
     "hw_lag",
@@ -106,6 +109,123 @@ def latency(events: DataFrame) -> DataFrame:
         responses.groupBy("request", "fetcher", "acks", "outcome")
         .agg(*_stats(sf.col("latency_ms"), [("p50", 0.5), ("p90", 0.9), ("p99", 0.99)]))
         .orderBy(sf.desc("request"), "fetcher", sf.asc_nulls_last("acks"), "outcome")
+    )
+
+
+NETWORK_PERCENTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p99", 0.99))
+"""The percentiles of the wire requests' latency (`api_requests`, `client_requests`)."""
+
+
+def wire_requests(events: DataFrame) -> DataFrame:
+    """One row per request a broker read over the wire: its `network.request` and its
+    `network.response` joined on (broker, trace_id) (each request is the root of a trace of
+    its own). A full outer join: a request the log has no response of (answered after the log
+    ends, or its client closed the connection first) and a response whose request is not in
+    the log (the log starts after it) are rows too.
+
+    Columns: api_key, api, api_version (the request's, else the response's), client_id (null
+    when the client sent none or the request is not in the log), requested and responded
+    (which of the two events the log has), response_bytes, latency_ms (the response's).
+    """
+    traced = sf.coalesce(sf.col("trace_id"), sf.lit("")) != ""
+    requests = events.filter(_event("network.request") & traced).select(
+        sf.col("broker"),
+        sf.col("trace_id"),
+        sf.col("api_key").alias("request_api_key"),
+        sf.col("api").alias("request_api"),
+        sf.col("api_version").alias("request_api_version"),
+        sf.col("client_id"),
+        sf.lit(True).alias("requested"),
+    )
+    responses = events.filter(_event("network.response") & traced).select(
+        sf.col("broker"),
+        sf.col("trace_id"),
+        sf.col("api_key").alias("response_api_key"),
+        sf.col("api").alias("response_api"),
+        sf.col("api_version").alias("response_api_version"),
+        sf.col("bytes").alias("response_bytes"),
+        sf.col("latency_ms"),
+        sf.lit(True).alias("responded"),
+    )
+    joined = requests.join(responses, on=["broker", "trace_id"], how="full")
+    return joined.select(
+        sf.coalesce("request_api_key", "response_api_key").cast("int").alias("api_key"),
+        sf.coalesce("request_api", "response_api").alias("api"),
+        sf.coalesce("request_api_version", "response_api_version").cast("int").alias("api_version"),
+        sf.col("client_id"),
+        sf.coalesce(sf.col("requested"), sf.lit(False)).alias("requested"),
+        sf.coalesce(sf.col("responded"), sf.lit(False)).alias("responded"),
+        sf.col("response_bytes"),
+        sf.col("latency_ms").cast("double").alias("latency_ms"),
+    )
+
+
+def _wire_counts() -> list[Column]:
+    """requests, responses and unanswered (a request without its response) over the rows of
+    `wire_requests`."""
+    return [
+        sf.count_if(sf.col("requested")).alias("requests"),
+        sf.count_if(sf.col("responded")).alias("responses"),
+        sf.count_if(sf.col("requested") & ~sf.col("responded")).alias("unanswered"),
+    ]
+
+
+def _wire_latency() -> list[Column]:
+    """The responses' `latency_ms`: mean, exact percentiles (`NETWORK_PERCENTILES`) and max
+    (null where no response is in the log)."""
+    latency = sf.col("latency_ms")
+    exact = sf.percentile(latency, [fraction for _, fraction in NETWORK_PERCENTILES])
+    return [
+        sf.avg(latency).alias("mean_ms"),
+        *(exact[i].alias(f"{name}_ms") for i, (name, _) in enumerate(NETWORK_PERCENTILES)),
+        sf.max(latency).alias("max_ms"),
+    ]
+
+
+def api_requests(events: DataFrame) -> DataFrame:
+    """Requests over the wire per API and version: how many were read (`network.request`),
+    answered (`network.response`; `no_response_bytes` of them wrote nothing: an acks=0 produce,
+    or a request that closed its connection) and left unanswered in the log, and the
+    responses' `latency_ms` (frame read to response written, on the broker)."""
+    return (
+        wire_requests(events)
+        .groupBy("api", "api_key", "api_version")
+        .agg(
+            *_wire_counts(),
+            sf.count_if(sf.col("responded") & (sf.col("response_bytes") == 0)).alias(
+                "no_response_bytes"
+            ),
+            *_wire_latency(),
+        )
+        .orderBy("api_key", "api_version")
+    )
+
+
+def client_requests(events: DataFrame) -> DataFrame:
+    """Requests over the wire per client id (the request header's; null when the client sent
+    none, or for a response whose request is not in the log): read, answered, unanswered, and
+    the responses' `latency_ms`."""
+    return (
+        wire_requests(events)
+        .groupBy("client_id")
+        .agg(*_wire_counts(), *_wire_latency())
+        .orderBy(sf.asc_nulls_last("client_id"))
+    )
+
+
+def bad_requests(events: DataFrame) -> DataFrame:
+    """Frames the brokers could not serve (`network.bad_request`), by reason: how many, on
+    which brokers, the first and the last."""
+    return (
+        events.filter(_event("network.bad_request"))
+        .groupBy("reason")
+        .agg(
+            sf.count(sf.lit(1)).alias("count"),
+            sf.array_sort(sf.collect_set(sf.col("broker").cast("int"))).alias("brokers"),
+            sf.min("ts_ms").cast("long").alias("first_ts_ms"),
+            sf.max("ts_ms").cast("long").alias("last_ts_ms"),
+        )
+        .orderBy(sf.desc("count"), "reason")
     )
 
 
@@ -341,6 +461,9 @@ def corrupt_lines(parsed: DataFrame) -> DataFrame:
 EVENT_TABLES: dict[str, Callable[[DataFrame], DataFrame]] = {
     "event_counts": event_counts,
     "latency": latency,
+    "api_requests": api_requests,
+    "client_requests": client_requests,
+    "bad_requests": bad_requests,
     "purgatory_timeline": purgatory_timeline,
     "timer_lateness": timer_lateness,
     "hw_lag": hw_lag,

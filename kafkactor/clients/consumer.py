@@ -16,8 +16,10 @@ from kafkactor.clients.errors import ClientError, ConsumerError
 from kafkactor.clients.metadata import ClientMetadata
 from kafkactor.common import TopicPartition
 from kafkactor.messages import ErrorCode, ErrorResponse
-from kafkactor.messages.replication import (
+from kafkactor.messages.offsets import (
     CONSUMER_REPLICA_ID,
+)
+from kafkactor.messages.replication import (
     FetchPartition,
     FetchPartitionData,
     FetchRequest,

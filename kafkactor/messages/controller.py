@@ -33,3 +33,8 @@ class ZooKeeperSessionLost:
 @message
 class ZooKeeperSessionStarted:
     """A new ZooKeeper session is up (after an expiry): register and stand again."""
+
+
+@message
+class DeleteTopicsChanged:
+    """The children of `/admin/delete_topics` changed: topics were marked for deletion."""

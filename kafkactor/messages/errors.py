@@ -70,7 +70,8 @@ class ErrorCode(enum.IntEnum):
     SASL_AUTHENTICATION_FAILED = 58
     UNKNOWN_PRODUCER_ID = 59
     REASSIGNMENT_IN_PROGRESS = 60
-    # (61-73: delegation tokens, fetch sessions, listeners and topic deletion, not modelled)
+    # (61-72: delegation tokens, fetch sessions and listeners, not modelled)
+    TOPIC_DELETION_DISABLED = 73
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
     UNSUPPORTED_COMPRESSION_TYPE = 76

@@ -3,14 +3,18 @@ partition snapshots a partition publishes to its broker's purgatories."""
 
 from __future__ import annotations
 
-from kafkactor.common import NO_LEADER, LogOffsetMetadata, PartitionLeaderState, TopicPartition
+from kafkactor.common import (
+    NO_LEADER,
+    BrokerEndpoint,
+    LogOffsetMetadata,
+    PartitionLeaderState,
+    TopicPartition,
+)
 from kafkactor.messages.base import Request, Response, message
 from kafkactor.messages.errors import ErrorCode
+from kafkactor.messages.offsets import CONSUMER_REPLICA_ID, UNDEFINED_EPOCH, EpochEndOffset
 
-CONSUMER_REPLICA_ID = -1  # Kafka's replica id of a fetch from a consumer (not a follower)
 UNKNOWN_BROKER_EPOCH = -1  # a request that carries no broker epoch (no ZooKeeper): not checked
-UNDEFINED_EPOCH = -1  # no leader epoch known (Kafka's UNDEFINED_EPOCH)
-UNDEFINED_EPOCH_OFFSET = -1  # no end offset known for an epoch (UNDEFINED_EPOCH_OFFSET)
 
 
 # -- produce -------------------------------------------------------------------------------------
@@ -117,6 +121,8 @@ class PartitionMetadata:
     leader: int = NO_LEADER
     replicas: tuple[int, ...] = ()
     isr: tuple[int, ...] = ()
+    leader_epoch: int = -1
+    offline_replicas: tuple[int, ...] = ()
 
 
 @message
@@ -130,6 +136,8 @@ class TopicMetadata:
 class MetadataResponse(Response):
     brokers: tuple[int, ...] = ()
     topics: tuple[TopicMetadata, ...] = ()
+    endpoints: tuple[BrokerEndpoint, ...] = ()  # of the live brokers that have a listener
+    controller_id: int = -1
 
 
 # -- controller requests -------------------------------------------------------------------------
@@ -187,51 +195,12 @@ class UpdateMetadata(Request):
     broker_epoch: int = UNKNOWN_BROKER_EPOCH
     partition_states: tuple[PartitionLeaderState, ...] = ()
     live_brokers: tuple[int, ...] = ()
+    endpoints: tuple[BrokerEndpoint, ...] = ()  # the live brokers' registered endpoints
 
 
 @message
 class UpdateMetadataResponse(Response):
     error_code: ErrorCode = ErrorCode.NONE
-
-
-# -- leader epochs (KIP-101) ---------------------------------------------------------------------
-
-
-@message
-class OffsetForLeaderPartition:
-    """One partition of an OffsetsForLeaderEpoch request: the follower's latest epoch, and the
-    leader epoch it follows (a leader in another epoch answers FENCED / UNKNOWN_LEADER_EPOCH)."""
-
-    topic: str = ""
-    partition: int = 0
-    current_leader_epoch: int = UNDEFINED_EPOCH
-    leader_epoch: int = UNDEFINED_EPOCH
-
-
-@message
-class OffsetsForLeaderEpochRequest(Request):
-    """Kafka's OffsetsForLeaderEpoch (api key 23): a follower asks the leader where each of
-    its epochs ends in the leader's log."""
-
-    replica_id: int = CONSUMER_REPLICA_ID
-    partitions: tuple[OffsetForLeaderPartition, ...] = ()
-
-
-@message
-class EpochEndOffset:
-    """The leader's answer for one partition: the largest epoch <= the one asked for that it
-    knows, and where that epoch ends in its log (the start of the next one, or its log end)."""
-
-    topic: str = ""
-    partition: int = 0
-    error_code: ErrorCode = ErrorCode.NONE
-    leader_epoch: int = UNDEFINED_EPOCH
-    end_offset: int = UNDEFINED_EPOCH_OFFSET
-
-
-@message
-class OffsetsForLeaderEpochResponse(Response):
-    partitions: tuple[EpochEndOffset, ...] = ()
 
 
 # -- between a replica manager, its partitions and its fetchers ----------------------------------

@@ -5,7 +5,8 @@ a Jepsen-style fault-schedule checker (as `kazoo.testing` ships ZooKeeper test h
 against a fresh in-process cluster and returns a `ScheduleResult` (docs/nemesis.md).
 """
 
-from kafkactor.testing.cluster import Cluster, ControllerRequestError, TopicExistsError
+from kafkactor.common import TopicExistsError, UnknownTopicError
+from kafkactor.testing.cluster import Cluster, ControllerRequestError
 from kafkactor.testing.nemesis import (
     nemesis_config,
     run_schedule,
@@ -50,6 +51,7 @@ __all__ = [
     "StoredBatch",
     "Summary",
     "TopicExistsError",
+    "UnknownTopicError",
     "count_duplicates",
     "find_divergence",
     "find_lost",

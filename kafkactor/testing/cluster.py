@@ -23,19 +23,34 @@ from kafkactor.actors.broker import Broker, BrokerConfig
 from kafkactor.actors.controller import zk_data
 from kafkactor.actors.runtime import Client, Directory, addresses
 from kafkactor.clients import Consumer, Producer
-from kafkactor.common import PartitionLeaderState, TopicPartition
+from kafkactor.common import (
+    LEADER_DURING_DELETE,
+    BrokerEndpoint,
+    PartitionLeaderState,
+    TopicExistsError,
+    TopicPartition,
+    UnknownTopicError,
+)
 from kafkactor.messages import ErrorCode, Response
+from kafkactor.messages.offsets import (
+    OffsetsForLeaderEpochRequest,
+    OffsetsForLeaderEpochResponse,
+)
 from kafkactor.messages.replication import (
     DescribePartition,
     FetchRequest,
     FetchResponse,
     LeaderAndIsr,
     LeaderAndIsrResponse,
-    OffsetsForLeaderEpochRequest,
-    OffsetsForLeaderEpochResponse,
+    MetadataRequest,
+    MetadataResponse,
     PartitionDescription,
+    StopReplica,
+    StopReplicaResponse,
     UpdateMetadata,
+    UpdateMetadataResponse,
 )
+from kafkactor.network.socket_server import SocketServerConfig
 from kafkactor.storage import LogConfig
 from kafkactor.timer import Clock, SystemClock
 from kafkactor.tracing import get_logger
@@ -55,10 +70,6 @@ _REPLICATION_TRAFFIC = (
     OffsetsForLeaderEpochRequest,
     OffsetsForLeaderEpochResponse,
 )
-
-
-class TopicExistsError(ValueError):
-    """A topic of that name already exists (Kafka's TOPIC_ALREADY_EXISTS)."""
 
 
 class ControllerRequestError(RuntimeError):
@@ -94,6 +105,8 @@ class Cluster:
         request_timeout_s: float = 10.0,
         zookeeper: str | None = "embedded",
         session_timeout_ms: int = 6000,
+        listen: str | None = None,
+        port: int = 0,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"a cluster needs at least one broker, got {brokers}")
@@ -120,14 +133,34 @@ class Cluster:
         self._zk_hosts = ""
         self._zk: Any = None  # the cluster's own admin session (topic creation, reads)
         self._isolated: set[int] = set()
+        # Kafka's wire protocol: broker i listens on (listen, port + i - 1), or on free ports
+        self.listen = listen
+        self._listeners: dict[int, SocketServerConfig] = {}
+        if listen is not None:
+            if port and not 0 < port <= 65536 - brokers:
+                raise ValueError(f"port {port} leaves no room for {brokers} brokers")
+            for index, broker_id in enumerate(self.broker_ids):
+                self._listeners[broker_id] = SocketServerConfig(
+                    host=listen, port=port + index if port else 0
+                )
+        self._admin_lock = threading.Lock()
 
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self) -> Cluster:
+        """Start ZooKeeper (when asked for) and every broker; a start that fails part way (a
+        port taken, ...) stops what it started before it raises."""
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> Cluster:
         if self.zookeeper is not None:
             self._start_zookeeper()
         for broker_id in self.broker_ids:
-            self.brokers[broker_id] = self._new_broker(broker_id).start()
+            self._start_broker(broker_id)
         self._controller = Client("controller", self.directory, self.clock)
         self._started = True
         if self.zookeeper is None:
@@ -187,6 +220,31 @@ class Cluster:
             config=self.config,
             topic_configs=self.topic_configs,
             zookeeper=self._connect_zookeeper if self.zookeeper is not None else None,
+            listener=self._listeners.get(broker_id),
+            admin=self,
+        )
+
+    def _start_broker(self, broker_id: int) -> Broker:
+        broker = self._new_broker(broker_id).start()
+        if broker.listener is not None:  # a free port, now chosen: kept for restarts
+            self._listeners[broker_id] = broker.listener
+        self.brokers[broker_id] = broker
+        return broker
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """`host:port,host:port,...` of every broker's listener (Cluster(listen=...))."""
+        if not self._listeners:
+            raise RuntimeError("the cluster has no listeners: create it with listen=<address>")
+        if not self._started:
+            raise RuntimeError("the cluster is not started")
+        return ",".join(f"{_url_host(c.host)}:{c.port}" for _, c in sorted(self._listeners.items()))
+
+    def _endpoints(self, live: Iterable[int]) -> tuple[BrokerEndpoint, ...]:
+        return tuple(
+            BrokerEndpoint(broker_id=b, host=c.host, port=c.port)
+            for b in live
+            if (c := self._listeners.get(b)) is not None
         )
 
     def _wait_for(self, condition: Callable[[], bool], what: str) -> None:
@@ -323,6 +381,12 @@ class Cluster:
             raise ValueError(f"a topic needs at least one partition, got {partitions}")
         if isinstance(config, Mapping):  # Kafka's names, e.g. {"min.insync.replicas": "2"}
             config = zk_data.log_config_from(config)
+        with self._admin_lock:  # brokers create topics too (CreateTopics, auto-creation)
+            return self._create_topic(name, partitions, replication_factor, config)
+
+    def _create_topic(
+        self, name: str, partitions: int, replication_factor: int, config: LogConfig | None
+    ) -> dict[int, tuple[int, ...]]:
         if self._zk is not None:
             return self._create_topic_in_zookeeper(name, partitions, replication_factor, config)
         live = self.live_brokers()
@@ -403,6 +467,133 @@ class Cluster:
             f"a leader for {topic}-{partition}",
         )
         return self.leader(topic, partition)
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic: its replicas' logs, and every broker's metadata of it.
+
+        With ZooKeeper it marks the topic for deletion (`/admin/delete_topics/<name>`) and the
+        controller deletes it (docs/controller.md). This returns once no live broker's metadata
+        has the topic and no live broker holds a replica of it, and, when every replica's
+        broker is live, once the controller has removed its znodes (the name can be used
+        again). A replica on a broker that is down is deleted when that broker comes back;
+        until then the topic's znodes stay and the name stays taken, as in Kafka. Raises
+        `ControllerRequestError` when that takes longer than `request_timeout_s`.
+
+        Without ZooKeeper the Cluster does it itself: UpdateMetadata makes the brokers forget
+        the topic, its replicas get StopReplica(delete_partitions=True), and the topic leaves
+        `partition_states` and `topic_configs`. Every replica's broker must be live (a
+        `ControllerRequestError` otherwise: without a controller nobody would delete it later).
+
+        Raises `UnknownTopicError` for a topic that does not exist.
+        """
+        if not _TOPIC_NAME.fullmatch(name) or name in (".", ".."):
+            raise UnknownTopicError(f"no topic {name!r}: not a legal topic name")
+        with self._admin_lock:  # brokers create and delete topics too (CreateTopics, ...)
+            if self._zk is not None:
+                self._delete_topic_in_zookeeper(name)
+            else:
+                self._delete_topic_without_zookeeper(name)
+            self.topic_configs.pop(name, None)
+
+    def _delete_topic_in_zookeeper(self, name: str) -> None:
+        try:
+            data, _ = self._zk.get(zk_data.topic_path(name))
+        except NoNodeError:
+            raise UnknownTopicError(f"no topic {name!r}") from None
+        try:
+            holders = {b for r in zk_data.decode_assignment(name, data).values() for b in r}
+        except zk_data.MalformedZnodeError:
+            holders = set()
+        with contextlib.suppress(NodeExistsError):  # already marked: wait for it all the same
+            self._zk.create(zk_data.delete_topic_path(name), b"", makepath=True)
+
+        def deleted() -> bool:
+            live = self.live_brokers()
+            if any(self._knows_topic(b, name) or self._holds_topic(b, name) for b in live):
+                return False
+            if holders <= set(live):  # nothing waits for a broker to return: all gone
+                return self._zk.exists(zk_data.delete_topic_path(name)) is None
+            return True
+
+        self._wait_for(deleted, f"the deletion of topic {name!r}")
+        _log.info(
+            "cluster.topic_deleted", topic=name, pending=sorted(holders - set(self.live_brokers()))
+        )
+
+    def _knows_topic(self, broker: int, topic: str) -> bool:
+        """The broker's metadata cache has the topic (False for a broker that did not answer:
+        it is not live any more)."""
+        response = self._result(broker, self._request(broker, MetadataRequest(topics=(topic,))))
+        if not isinstance(response, MetadataResponse):
+            return False
+        return any(t.topic == topic and t.partitions for t in response.topics)
+
+    def _holds_topic(self, broker: int, topic: str) -> bool:
+        """The broker has a log of the topic (its replica's, or one loaded from disk)."""
+        return any(tp.topic == topic for tp in self.brokers[broker].log_manager.all_logs())
+
+    def _delete_topic_without_zookeeper(self, name: str) -> None:
+        states = [s for (topic, _), s in sorted(self.partition_states.items()) if topic == name]
+        if not states:
+            raise UnknownTopicError(f"no topic {name!r}")
+        live = self.live_brokers()
+        down = sorted({r for s in states for r in s.replicas} - set(live))
+        if down:
+            raise ControllerRequestError(
+                f"brokers {down} hold replicas of {name!r} and are down: restart them first"
+            )
+        # brokers forget the topic first (leader LEADER_DURING_DELETE), as Kafka's do
+        kept = tuple(s for (topic, _), s in self.partition_states.items() if topic != name)
+        gone = tuple(
+            PartitionLeaderState(
+                topic=s.topic,
+                partition=s.partition,
+                controller_epoch=self.controller_epoch,
+                leader=LEADER_DURING_DELETE,
+                leader_epoch=s.leader_epoch,
+                isr=s.isr,
+                replicas=s.replicas,
+            )
+            for s in states
+        )
+        request = UpdateMetadata(
+            controller_id=CLUSTER_CONTROLLER_ID,
+            controller_epoch=self.controller_epoch,
+            partition_states=kept + gone,
+            live_brokers=tuple(live),
+            endpoints=self._endpoints(live),
+        )
+        calls = {broker: self._request(broker, request) for broker in live}
+        for broker, future in calls.items():
+            response = self._result(broker, future)
+            if not isinstance(response, UpdateMetadataResponse) or response.error_code:
+                raise ControllerRequestError(f"broker {broker} refused UpdateMetadata: {response}")
+        by_broker: dict[int, list[TopicPartition]] = {}
+        for s in states:
+            for replica in s.replicas:
+                by_broker.setdefault(replica, []).append(s.topic_partition)
+        stops = {
+            broker: self._request(
+                broker,
+                StopReplica(
+                    controller_id=CLUSTER_CONTROLLER_ID,
+                    controller_epoch=self.controller_epoch,
+                    delete_partitions=True,
+                    partitions=tuple(partitions),
+                ),
+            )
+            for broker, partitions in sorted(by_broker.items())
+        }
+        for broker, future in stops.items():
+            response = self._result(broker, future)
+            if not isinstance(response, StopReplicaResponse) or response.error_code:
+                raise ControllerRequestError(f"broker {broker} refused StopReplica: {response}")
+            failed = [p for p in response.partitions if p.error_code is not ErrorCode.NONE]
+            if failed:
+                raise ControllerRequestError(f"broker {broker}: StopReplica failed for {failed}")
+        for s in states:
+            del self.partition_states[(name, s.partition)]
+        _log.info("cluster.topic_deleted", topic=name, pending=[])
 
     # -- clients ---------------------------------------------------------------------------------
 
@@ -490,8 +681,7 @@ class Cluster:
         old = self.brokers.get(broker_id)
         if old is not None and old.alive:
             raise RuntimeError(f"broker {broker_id} is running")
-        broker = self._new_broker(broker_id).start()
-        self.brokers[broker_id] = broker
+        broker = self._start_broker(broker_id)
         _log.info("cluster.broker_restarted", broker=broker_id)
         if self._zk is not None:
             return broker  # the controller sees it register and tells it what to do
@@ -559,6 +749,7 @@ class Cluster:
             controller_epoch=self.controller_epoch,
             partition_states=tuple(self.partition_states.values()),
             live_brokers=live,
+            endpoints=self._endpoints(live),
         )
         calls = {broker: self._request(broker, request) for broker in live}
         for broker, future in calls.items():
@@ -577,6 +768,10 @@ class Cluster:
                 f"broker {broker} did not answer within {self.request_timeout_s}s"
             ) from None
         return response
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 def _broker_of(address: str) -> int | None:

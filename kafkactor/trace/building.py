@@ -203,7 +203,7 @@ def _assemble(trace_id: str, parts: _TraceParts) -> Trace:
     trace = Trace(
         trace_id=trace_id,
         roots=roots,
-        kind=request_kind(true_root.msg_type) if true_root is not None else "unknown",
+        kind=_kind(true_root, parts.events),
         root_msg_type=true_root.msg_type if true_root is not None else "",
         start_ms=true_root.sent_ms if true_root is not None else first_ms,
         end_ms=end_ms,
@@ -216,6 +216,19 @@ def _assemble(trace_id: str, parts: _TraceParts) -> Trace:
     )
     trace.actors = _actors(trace)
     return trace
+
+
+def _kind(root: Span | None, events: list[StateEvent]) -> str:
+    """The request's name: its root message's, or, for a request that came over the wire
+    (a NetworkRequest root), its API's as `network.request` names it ("produce", ...)."""
+    if root is None:
+        return "unknown"
+    if root.msg_type == "NetworkRequest":
+        for state in events:
+            api = state.fields.get("api") if state.event == "network.request" else None
+            if isinstance(api, str) and api:
+                return api.lower().replace("_", "-")
+    return request_kind(root.msg_type)
 
 
 def _link(spans: dict[str, Span]) -> tuple[list[Span], Span | None]:

@@ -1,6 +1,7 @@
 """Kafka's controller (0.9): elected through ZooKeeper, it decides partition leadership.
 
-`ControllerState` is the pure core (leader election, ISR, LeaderAndIsr fan-out);
+`ControllerState` is the pure core (leader election, ISR, LeaderAndIsr fan-out, topic
+deletion);
 `ControllerActor` owns it and ZooKeeper; `zk_data` holds Kafka's znode paths and JSON payloads;
 `ZooKeeperSession` is a broker's registration under /brokers/ids."""
 

@@ -18,17 +18,29 @@ from kafkactor.actors.controller.state import (
 )
 from kafkactor.actors.controller.zk_session import ZooKeeperSession
 from kafkactor.actors.runtime import Directory, TracedActor, addresses, handles
-from kafkactor.common import PartitionLeaderState, TopicPartition
-from kafkactor.messages import Response
+from kafkactor.common import (
+    LEADER_DURING_DELETE,
+    BrokerEndpoint,
+    PartitionLeaderState,
+    TopicPartition,
+)
+from kafkactor.messages import ErrorCode, ErrorResponse, Response
 from kafkactor.messages.controller import (
     BrokersChanged,
+    DeleteTopicsChanged,
     IsrChangeNotified,
     StandForElection,
     TopicsChanged,
     ZooKeeperSessionLost,
     ZooKeeperSessionStarted,
 )
-from kafkactor.messages.replication import LeaderAndIsr, LeaderAndIsrResponse, UpdateMetadata
+from kafkactor.messages.replication import (
+    LeaderAndIsr,
+    LeaderAndIsrResponse,
+    StopReplica,
+    StopReplicaResponse,
+    UpdateMetadata,
+)
 from kafkactor.storage import LogConfig
 from kafkactor.timer import Clock
 
@@ -50,6 +62,14 @@ class ControllerActor(TracedActor):
       decision (`ControllerState`) is written to the partition's state znode with a versioned
       set, then sent as `LeaderAndIsr` to the live replicas and `UpdateMetadata` to every live
       broker, all stamped with its controller epoch.
+    - **Topic deletion** (Kafka's TopicDeletionManager, `delete.topic.enable=true`). It
+      watches `/admin/delete_topics`. A topic marked there goes offline (leader -1 in its
+      state znodes), every UpdateMetadata from then on gives its partitions leader
+      `LEADER_DURING_DELETE` so brokers' caches forget it, and each live replica is sent
+      StopReplica(delete_partitions=True). A replica on a dead broker is sent it when the
+      broker registers again. Once every replica is deleted, `/brokers/topics/<t>` (with
+      its partition states), `/config/topics/<t>` and then `/admin/delete_topics/<t>` are
+      deleted and the topic is forgotten. A mark for a topic that does not exist is removed.
     - **Fencing.** On losing its ZooKeeper session, or finding a newer controller epoch in a
       znode it was about to write, it resigns and stops acting; brokers reject requests of
       older epochs on their own.
@@ -84,6 +104,8 @@ class ControllerActor(TracedActor):
         self.state = ControllerState()
         self._decided_at: dict[TopicPartition, int] = {}  # state znode mzxid, at take-over
         self._ids = itertools.count(1)
+        self._endpoints: dict[int, BrokerEndpoint] = {}  # as registered in /brokers/ids
+        self._deletes_sent: dict[int, int] = {}  # StopReplica(delete) correlation id -> broker
 
     @property
     def _zk(self) -> Any:
@@ -185,13 +207,21 @@ class ControllerActor(TracedActor):
         self._zk.ensure_path(zk_data.BROKER_TOPICS)
         self._zk.ensure_path(zk_data.BROKER_IDS)
         self._zk.ensure_path(zk_data.ISR_CHANGE_NOTIFICATION)
+        self._zk.ensure_path(zk_data.ADMIN_DELETE_TOPICS)
         self._decided_at = {}
+        self._deletes_sent = {}
         self._load_topics(self._watch_children(zk_data.BROKER_TOPICS, TopicsChanged()))
         epochs = self._live_broker_epochs()
         self.state.broker_epochs = dict(epochs)
         self.state.live_brokers = set(epochs)
+        # topics marked for deletion leave the election rules before anything is elected
+        marked = self._watch_children(zk_data.ADMIN_DELETE_TOPICS, DeleteTopicsChanged())
+        if self._begin_deletions(marked) is None:
+            return  # fenced
         restarted = []
         for key, decided_at in sorted(self._decided_at.items()):
+            if key not in self.state.partitions:
+                continue  # being deleted
             after = {b for b, epoch in epochs.items() if epoch > decided_at}
             change = self.state.replicas_restarted(key, after) if after else None
             if change is not None:
@@ -202,6 +232,7 @@ class ControllerActor(TracedActor):
         # the new controller tells every live broker everything, in its own epoch
         self._send_leader_and_isr(self.state.partitions.values())
         self._send_update_metadata()
+        self._send_deletes(self.state.live_brokers)
         self._on_isr_change(IsrChangeNotified())
 
     def _watch_children(self, path: str, event: Any) -> list[str]:
@@ -213,20 +244,37 @@ class ControllerActor(TracedActor):
         return children
 
     def _live_broker_epochs(self) -> dict[int, int]:
-        """The registered brokers and their epochs (the czxid of `/brokers/ids/<id>`)."""
+        """The registered brokers and their epochs (the czxid of `/brokers/ids/<id>`); their
+        endpoints, as registered, are kept for UpdateMetadata."""
         epochs = {}
         for child in self._watch_children(zk_data.BROKER_IDS, BrokersChanged()):
             if not child.isdigit():
                 continue
-            stat = self._zk.exists(zk_data.broker_path(int(child)))
-            if stat is not None:  # gone since the listing: not live
-                epochs[int(child)] = int(stat.czxid)
+            broker = int(child)
+            try:
+                data, stat = self._zk.get(zk_data.broker_path(broker))
+            except NoNodeError:  # gone since the listing: not live
+                continue
+            epochs[broker] = int(stat.czxid)
+            try:
+                registration = zk_data.BrokerRegistration.decode(broker, data)
+            except zk_data.MalformedZnodeError as error:
+                self.log_event(
+                    "controller.bad_broker_registration",
+                    path=zk_data.broker_path(broker),
+                    error=str(error),
+                )
+                self._endpoints.pop(broker, None)
+                continue
+            self._endpoints[broker] = BrokerEndpoint(
+                broker_id=broker, host=registration.host, port=registration.port
+            )
         return dict(sorted(epochs.items()))
 
     def _load_topics(self, topics: Iterable[str]) -> list[LeadershipChange]:
         """Read new topics; partitions without a state znode are new and get leaders."""
         changes: list[LeadershipChange] = []
-        known = {tp.topic for tp in self.state.partitions}
+        known = self.state.topics()  # a topic being deleted stays known until it is gone
         for topic in sorted(set(topics) - known):
             try:
                 data, _ = self._zk.get(zk_data.topic_path(topic))
@@ -287,6 +335,8 @@ class ControllerActor(TracedActor):
             self._send_leader_and_isr(
                 [p for b in sorted(starting) for p in self.state.partitions_of(b)], only=starting
             )
+            # deletion resumes: its replicas there of topics being deleted go now
+            self._send_deletes(starting)
         self._send_update_metadata()
 
     @handles(TopicsChanged)
@@ -338,8 +388,161 @@ class ControllerActor(TracedActor):
             )
 
     @handles(Response)
-    def _on_response(self, _response: Response) -> None:
-        """UpdateMetadata answers and undeliverable requests (a dead broker): nothing to do."""
+    def _on_response(self, response: Response) -> None:
+        """UpdateMetadata answers and undeliverable requests (a dead broker): nothing to do,
+        but a StopReplica(delete) that did not reach its broker is logged (the replica is sent
+        it again when that broker registers again)."""
+        broker = self._deletes_sent.pop(response.correlation_id, None)
+        if broker is not None and isinstance(response, ErrorResponse):
+            self._log_delete_failed(broker, [], response.error_code)
+
+    # -- topic deletion ----------------------------------------------------------------------------
+
+    @handles(DeleteTopicsChanged)
+    def _on_delete_topics_changed(self, _event: DeleteTopicsChanged) -> None:
+        if not self.is_controller:
+            return
+        self._zk.ensure_path(zk_data.ADMIN_DELETE_TOPICS)  # a tool may have removed it all
+        marked = self._watch_children(zk_data.ADMIN_DELETE_TOPICS, DeleteTopicsChanged())
+        begun = self._begin_deletions(marked)
+        if not begun:
+            return
+        self._send_update_metadata()  # brokers forget the topics first, as Kafka's do
+        self._send_deletes(self.state.live_brokers, topics=set(begun))
+
+    def _begin_deletions(self, marked: Iterable[str]) -> list[str] | None:
+        """Start deleting the topics marked for deletion that are not being deleted yet;
+        remove the marks of topics that do not exist. Returns the topics started (None when
+        this controller turned out to be fenced, and resigned)."""
+        begun: list[str] = []
+        for topic in sorted(set(marked) - self.state.deleting_topics()):
+            if topic not in self.state.topics() and self._zk.exists(zk_data.topic_path(topic)):
+                # created but not loaded yet (its TopicsChanged is still queued)
+                self._apply(self._load_topics([topic]))
+                if not self.is_controller:
+                    return None
+            if topic not in self.state.topics():
+                self.log_event(
+                    "controller.topic_deletion_ignored", topic=topic, reason="no such topic"
+                )
+                with contextlib.suppress(NoNodeError):
+                    self._zk.delete(zk_data.delete_topic_path(topic))
+                continue
+            try:
+                for change in self.state.begin_deletion(topic):
+                    self._log_change(self._write_offline(change))
+            except ControllerFencedError as fenced:
+                self._resign(str(fenced))
+                return None
+            keys = sorted(tp for tp in self.state.deleting if tp.topic == topic)
+            replicas = sorted({b for tp in keys for b in self.state.undeleted[tp]})
+            self.log_event(
+                "controller.topic_deletion_started",
+                topic=topic,
+                partitions=len(keys),
+                replicas=replicas,
+                waiting_for=[b for b in replicas if b not in self.state.live_brokers],
+                controller_epoch=self.epoch,
+            )
+            begun.append(topic)
+        return begun
+
+    def _write_offline(self, change: LeadershipChange) -> LeadershipChange:
+        """Write a partition of a topic being deleted as offline (leader -1): a versioned set,
+        taken again from what is there when a leader changed the ISR meanwhile. A partition
+        without a state znode (never led) has nothing to write."""
+        state = change.after
+        path = zk_data.partition_state_path(state.topic, state.partition)
+        for _ in range(WRITE_ATTEMPTS):
+            data = zk_data.encode_partition_state(replace(state, controller_epoch=self.epoch))
+            try:
+                self._zk.set(path, data, version=state.zk_version)
+                return replace(change, after=state)
+            except NoNodeError:
+                return replace(change, after=state)
+            except BadVersionError:
+                try:
+                    current, stat = self._zk.get(path)
+                except NoNodeError:
+                    return replace(change, after=state)
+                found = zk_data.decode_partition_state(state.topic, state.partition, current)
+                if found.controller_epoch > self.epoch:
+                    raise ControllerFencedError(
+                        f"{path} was written by controller epoch {found.controller_epoch}"
+                    ) from None
+                state = replace(
+                    state,
+                    leader_epoch=found.leader_epoch + 1,
+                    isr=found.isr,
+                    zk_version=stat.version,
+                )
+        raise ControllerFencedError(f"{path} kept changing under controller epoch {self.epoch}")
+
+    def _send_deletes(self, brokers: Iterable[int], topics: set[str] | None = None) -> None:
+        """StopReplica(delete_partitions=True) to each live broker among `brokers` for its
+        replicas still to delete (of `topics` only, when given)."""
+        for broker in sorted(set(brokers) & self.state.live_brokers):
+            keys = [
+                tp for tp in self.state.deletions_on(broker) if topics is None or tp.topic in topics
+            ]
+            if not keys:
+                continue
+            correlation_id = next(self._ids)
+            self._deletes_sent[correlation_id] = broker
+            self.send(
+                addresses.replica_manager(broker),
+                StopReplica(
+                    reply_to=self.address,
+                    correlation_id=correlation_id,
+                    controller_id=self.broker_id,
+                    controller_epoch=self.epoch,
+                    broker_epoch=self.state.broker_epochs.get(broker, -1),
+                    delete_partitions=True,
+                    partitions=tuple(keys),
+                ),
+            )
+
+    @handles(StopReplicaResponse)
+    def _on_stop_replica_response(self, response: StopReplicaResponse) -> None:
+        broker = self._deletes_sent.pop(response.correlation_id, None)
+        if broker is None or not self.is_controller:
+            return
+        if response.error_code is not ErrorCode.NONE:
+            self._log_delete_failed(broker, [], response.error_code)
+            return
+        failed: dict[ErrorCode, list[str]] = {}
+        for part in response.partitions:
+            if part.error_code is ErrorCode.NONE:
+                self.state.replica_deleted(TopicPartition.of(part), broker)
+            else:
+                failed.setdefault(part.error_code, []).append(str(TopicPartition.of(part)))
+        for error, names in sorted(failed.items()):
+            self._log_delete_failed(broker, names, error)
+        self._complete_deletions()
+
+    def _log_delete_failed(self, broker: int, partitions: list[str], error: ErrorCode) -> None:
+        self.log_event(
+            "controller.replica_deletion_failed",
+            replica=broker,
+            partitions=partitions,
+            error=error.name,
+            error_code=int(error),
+        )
+
+    def _complete_deletions(self) -> None:
+        """Remove every topic whose replicas are all deleted: `/brokers/topics/<t>` (with its
+        partition states), `/config/topics/<t>`, then the mark `/admin/delete_topics/<t>`."""
+        done = self.state.deleted_topics()
+        for topic in done:
+            for path in (zk_data.topic_path(topic), zk_data.topic_config_path(topic)):
+                with contextlib.suppress(NoNodeError):
+                    self._zk.delete(path, recursive=True)
+            with contextlib.suppress(NoNodeError):
+                self._zk.delete(zk_data.delete_topic_path(topic))
+            self.state.finish_deletion(topic)
+            self.log_event("controller.topic_deleted", topic=topic, controller_epoch=self.epoch)
+        if done:
+            self._send_update_metadata()
 
     # -- writing decisions -------------------------------------------------------------------------
 
@@ -353,21 +556,24 @@ class ControllerActor(TracedActor):
                 self._resign(str(fenced))
                 return
         for change in changes:
-            self.log_event(
-                "controller.leader_elected"
-                if change.before is None or change.before.leader != change.after.leader
-                else "controller.isr_changed",
-                topic=change.after.topic,
-                partition=change.after.partition,
-                leader=change.after.leader,
-                leader_epoch=change.after.leader_epoch,
-                isr=list(change.after.isr),
-                previous_leader=change.before.leader if change.before else None,
-                reason=change.reason,
-                unclean=change.unclean,
-                controller_epoch=self.epoch,
-            )
+            self._log_change(change)
         self._send_leader_and_isr(written)
+
+    def _log_change(self, change: LeadershipChange) -> None:
+        self.log_event(
+            "controller.leader_elected"
+            if change.before is None or change.before.leader != change.after.leader
+            else "controller.isr_changed",
+            topic=change.after.topic,
+            partition=change.after.partition,
+            leader=change.after.leader,
+            leader_epoch=change.after.leader_epoch,
+            isr=list(change.after.isr),
+            previous_leader=change.before.leader if change.before else None,
+            reason=change.reason,
+            unclean=change.unclean,
+            controller_epoch=self.epoch,
+        )
 
     def _write(self, change: LeadershipChange) -> PartitionLeaderState:
         """Write a decision with a versioned set (a create for a new partition).
@@ -436,7 +642,10 @@ class ControllerActor(TracedActor):
 
     def _send_update_metadata(self) -> None:
         live = tuple(sorted(self.state.live_brokers))
-        states = tuple(self._leader_state(p) for p in self.state.partitions.values())
+        states = tuple(self._leader_state(p) for p in self.state.partitions.values()) + tuple(
+            replace(self._leader_state(p), leader=LEADER_DURING_DELETE)
+            for p in self.state.deleting.values()
+        )
         for broker in live:
             self.send(
                 addresses.replica_manager(broker),
@@ -448,6 +657,7 @@ class ControllerActor(TracedActor):
                     broker_epoch=self.state.broker_epochs.get(broker, -1),
                     partition_states=states,
                     live_brokers=live,
+                    endpoints=tuple(self._endpoints[b] for b in live if b in self._endpoints),
                 ),
             )
 
@@ -457,6 +667,7 @@ class ControllerActor(TracedActor):
             "is_controller": self.is_controller,
             "epoch": self.epoch,
             "live_brokers": sorted(self.state.live_brokers),
+            "deleting_topics": sorted(self.state.deleting_topics()),
         }
 
 

@@ -32,6 +32,11 @@ class ControllerState:
     - When a broker returns, offline partitions it can lead are elected again.
     - Every change bumps the leader epoch. Changes leaders make themselves (ISR shrink and
       expand through the state znode) are learnt with `isr_changed`.
+    - A topic being deleted (Kafka's TopicDeletionManager) leaves `partitions`, so none of the
+      rules above touch it again: its partitions go offline into `deleting`, and `undeleted`
+      holds, per partition, the replicas not yet known deleted. A replica is deleted when its
+      broker answers StopReplica; one on a dead broker waits for that broker to come back.
+      Once none is left the topic's znodes go and `finish_deletion` forgets it.
     """
 
     def __init__(self) -> None:
@@ -39,6 +44,8 @@ class ControllerState:
         self.broker_epochs: dict[int, int] = {}  # live broker -> czxid of its registration
         self.partitions: dict[TopicPartition, PartitionLeaderState] = {}
         self.unclean_topics: set[str] = set()
+        self.deleting: dict[TopicPartition, PartitionLeaderState] = {}  # topics being deleted
+        self.undeleted: dict[TopicPartition, set[int]] = {}  # their replicas still to delete
 
     # -- topics ----------------------------------------------------------------------------------
 
@@ -206,3 +213,50 @@ class ControllerState:
     def partitions_of(self, broker: int) -> list[PartitionLeaderState]:
         """Partitions with a replica on `broker`."""
         return [p for p in self.partitions.values() if broker in p.replicas]
+
+    # -- topic deletion --------------------------------------------------------------------------
+
+    def topics(self) -> set[str]:
+        """Every topic known, those being deleted included."""
+        return {tp.topic for tp in self.partitions} | self.deleting_topics()
+
+    def deleting_topics(self) -> set[str]:
+        return {tp.topic for tp in self.deleting}
+
+    def begin_deletion(self, topic: str) -> list[LeadershipChange]:
+        """Start deleting `topic`: its partitions leave `partitions` for `deleting`, offline
+        (leader -1 in a new leader epoch, the ISR kept), with every assigned replica still to
+        delete. Returns the partitions that went offline, to write; nothing for a topic that is
+        unknown or already being deleted."""
+        changes = []
+        for key in sorted(tp for tp in self.partitions if tp.topic == topic):
+            state = self.partitions.pop(key)
+            after = state
+            if state.online:
+                after = replace(state, leader=NO_LEADER, leader_epoch=state.leader_epoch + 1)
+                changes.append(LeadershipChange(state, after, "topic deletion"))
+            self.deleting[key] = after
+            self.undeleted[key] = set(state.replicas)
+        return changes
+
+    def replica_deleted(self, key: TopicPartition, broker: int) -> None:
+        """`broker` answered that its replica of `key` is deleted."""
+        pending = self.undeleted.get(key)
+        if pending is not None:
+            pending.discard(broker)
+
+    def deletions_on(self, broker: int) -> list[TopicPartition]:
+        """The replicas on `broker` still to delete."""
+        return sorted(key for key, pending in self.undeleted.items() if broker in pending)
+
+    def deleted_topics(self) -> list[str]:
+        """Topics being deleted with no replica left to delete: their znodes can go."""
+        waiting = {key.topic for key, pending in self.undeleted.items() if pending}
+        return sorted(self.deleting_topics() - waiting)
+
+    def finish_deletion(self, topic: str) -> None:
+        """Forget `topic` (its znodes are gone): the name may be used again."""
+        for key in [k for k in self.deleting if k.topic == topic]:
+            del self.deleting[key]
+            self.undeleted.pop(key, None)
+        self.unclean_topics.discard(topic)

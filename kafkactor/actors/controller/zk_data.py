@@ -18,6 +18,7 @@ CONTROLLER_EPOCH = "/controller_epoch"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 CONFIG_TOPICS = "/config/topics"
+ADMIN_DELETE_TOPICS = "/admin/delete_topics"  # a child per topic marked for deletion
 
 
 class MalformedZnodeError(ValueError):
@@ -47,6 +48,11 @@ def partition_state_path(topic: str, partition: int) -> str:
 
 def topic_config_path(topic: str) -> str:
     return f"{CONFIG_TOPICS}/{topic}"
+
+
+def delete_topic_path(topic: str) -> str:
+    """`/admin/delete_topics/<topic>`: created (empty) to ask the controller to delete it."""
+    return f"{ADMIN_DELETE_TOPICS}/{topic}"
 
 
 def _load(path: str, data: bytes) -> Any:

@@ -9,9 +9,11 @@ from kafkactor.actors.purgatory import PurgatoryActor, RequestOperation
 from kafkactor.actors.replication.request_log import log_fetch_response
 from kafkactor.common import LogOffsetMetadata, TopicPartition
 from kafkactor.messages import ErrorCode
+from kafkactor.messages.offsets import (
+    CONSUMER_REPLICA_ID,
+)
 from kafkactor.messages.purgatory import DelayOperation
 from kafkactor.messages.replication import (
-    CONSUMER_REPLICA_ID,
     FetchPartition,
     FetchPartitionData,
     FetchResponse,

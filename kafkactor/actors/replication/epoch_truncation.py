@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kafkactor.messages.replication import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+from kafkactor.messages.offsets import (
+    UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,11 @@ class HighWatermarks:
         with self._lock:
             self._offsets[tp] = high_watermark
 
+    def current(self, tp: TopicPartition) -> int | None:
+        """The HW its partition last recorded (None for a replica not served here)."""
+        with self._lock:
+            return self._offsets.get(tp)
+
     def remove(self, tp: TopicPartition) -> None:
         with self._lock:
             self._offsets.pop(tp, None)

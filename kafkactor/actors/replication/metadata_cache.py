@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kafkactor.common import PartitionLeaderState
+from kafkactor.common import LEADER_DURING_DELETE, BrokerEndpoint, PartitionLeaderState
 from kafkactor.messages import ErrorCode
 from kafkactor.messages.replication import PartitionMetadata, TopicMetadata, UpdateMetadata
 
@@ -13,17 +13,40 @@ class MetadataCache:
 
     A partition whose leader is not among the live brokers is reported with no leader and
     LEADER_NOT_AVAILABLE; a topic the controller never mentioned, with
-    UNKNOWN_TOPIC_OR_PARTITION.
+    UNKNOWN_TOPIC_OR_PARTITION. A partition the controller sends with leader
+    `LEADER_DURING_DELETE` (-2) belongs to a topic being deleted: the cache drops it, and the
+    topic with its last partition, so clients get UNKNOWN_TOPIC_OR_PARTITION for it.
     """
 
     def __init__(self) -> None:
         self.partitions: dict[str, dict[int, PartitionLeaderState]] = {}
         self.live_brokers: tuple[int, ...] = ()
+        self.endpoints: tuple[BrokerEndpoint, ...] = ()
+        self.controller_id = -1
 
     def update(self, request: UpdateMetadata) -> None:
         for state in request.partition_states:
+            if state.leader == LEADER_DURING_DELETE:
+                self._forget(state.topic, state.partition)
+                continue
             self.partitions.setdefault(state.topic, {})[state.partition] = state
         self.live_brokers = tuple(sorted(request.live_brokers))
+        live = set(self.live_brokers)
+        self.endpoints = tuple(
+            sorted(
+                (e for e in request.endpoints if e.broker_id in live and e.port >= 0),
+                key=lambda e: e.broker_id,
+            )
+        )
+        self.controller_id = request.controller_id
+
+    def _forget(self, topic: str, partition: int) -> None:
+        states = self.partitions.get(topic)
+        if states is None:
+            return
+        states.pop(partition, None)
+        if not states:
+            del self.partitions[topic]
 
     def knows(self, topic: str, partition: int) -> bool:
         return partition in self.partitions.get(topic, {})
@@ -49,6 +72,8 @@ class MetadataCache:
                     leader=s.leader if s.leader in live else -1,
                     replicas=s.replicas,
                     isr=s.isr,
+                    leader_epoch=s.leader_epoch,
+                    offline_replicas=tuple(r for r in s.replicas if r not in live),
                 )
                 for p, s in sorted(states.items())
             ),

@@ -15,13 +15,15 @@ from kafkactor.actors.replication.partition import PartitionState, PendingIsrCha
 from kafkactor.actors.runtime import Directory, TracedActor, handles
 from kafkactor.common import LogOffsetMetadata, PartitionLeaderState, TopicPartition
 from kafkactor.messages import ErrorCode
+from kafkactor.messages.offsets import (
+    EpochEndOffset,
+)
 from kafkactor.messages.replication import (
     AppendAsFollower,
     AppendRecords,
     AppendResult,
     BecomeLeaderOrFollower,
     DescribePartition,
-    EpochEndOffset,
     FollowerAppended,
     FollowerFetchPosition,
     FollowerTruncated,
@@ -38,16 +40,19 @@ from kafkactor.messages.replication import (
 from kafkactor.storage import (
     CorruptRecordError,
     InvalidAppendOffsetError,
+    InvalidProducerEpochError,
     Log,
     LogClosedError,
+    OutOfOrderSequenceError,
     RecordTooLargeError,
     StorageError,
+    UnknownProducerIdError,
     UnsupportedCompressionError,
 )
 from kafkactor.timer import Clock
 
 
-def storage_error_code(error: Exception) -> ErrorCode:
+def storage_error_code(error: Exception) -> ErrorCode:  # noqa: PLR0911 - one flat mapping
     """The Kafka error code a producer or follower sees for a failed append."""
     if isinstance(error, RecordTooLargeError):
         return ErrorCode.MESSAGE_TOO_LARGE
@@ -57,6 +62,12 @@ def storage_error_code(error: Exception) -> ErrorCode:
         return ErrorCode.NOT_LEADER_FOR_PARTITION
     if isinstance(error, InvalidAppendOffsetError):
         return ErrorCode.OFFSET_OUT_OF_RANGE
+    if isinstance(error, UnknownProducerIdError):  # before its base class
+        return ErrorCode.UNKNOWN_PRODUCER_ID
+    if isinstance(error, OutOfOrderSequenceError):
+        return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    if isinstance(error, InvalidProducerEpochError):
+        return ErrorCode.INVALID_PRODUCER_EPOCH
     return ErrorCode.KAFKA_STORAGE_ERROR
 
 

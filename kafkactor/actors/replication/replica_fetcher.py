@@ -11,10 +11,15 @@ from kafkactor.actors.replication.fetcher_state import FetcherState, PartitionFe
 from kafkactor.actors.runtime import Directory, TraceContext, TracedActor, addresses, handles
 from kafkactor.common import TopicPartition
 from kafkactor.messages import ErrorResponse, Request
+from kafkactor.messages.offsets import (
+    EpochEndOffset,
+    OffsetForLeaderPartition,
+    OffsetsForLeaderEpochRequest,
+    OffsetsForLeaderEpochResponse,
+)
 from kafkactor.messages.replication import (
     AddFetcherPartitions,
     AppendAsFollower,
-    EpochEndOffset,
     FetchAgain,
     FetchPartition,
     FetchRequest,
@@ -22,9 +27,6 @@ from kafkactor.messages.replication import (
     FetchTimedOut,
     FollowerAppended,
     FollowerTruncated,
-    OffsetForLeaderPartition,
-    OffsetsForLeaderEpochRequest,
-    OffsetsForLeaderEpochResponse,
     RemoveFetcherPartitions,
     TruncateFollower,
 )

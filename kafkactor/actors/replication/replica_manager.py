@@ -13,6 +13,7 @@ from kafkactor.actors.controller import ZooKeeperSession
 from kafkactor.actors.replication.config import VALID_ACKS, ReplicaManagerConfig
 from kafkactor.actors.replication.fetcher_manager import ReplicaFetcherManager
 from kafkactor.actors.replication.high_watermarks import HighWatermarks
+from kafkactor.actors.replication.list_offsets import offset_for_timestamp
 from kafkactor.actors.replication.metadata_cache import MetadataCache
 from kafkactor.actors.replication.partition import PartitionState
 from kafkactor.actors.replication.partition_actor import PartitionActor
@@ -26,12 +27,20 @@ from kafkactor.actors.replication.scatter_gather import ScatterGather
 from kafkactor.actors.runtime import Directory, TraceContext, TracedActor, addresses, handles
 from kafkactor.common import PartitionLeaderState, TopicPartition
 from kafkactor.messages import ErrorCode, ErrorResponse, Request, Response
+from kafkactor.messages.offsets import (
+    UNDEFINED_EPOCH,
+    EpochEndOffset,
+    ListOffsetsPartitionResult,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetsForLeaderEpochRequest,
+    OffsetsForLeaderEpochResponse,
+)
 from kafkactor.messages.purgatory import DelayOperation
 from kafkactor.messages.replication import (
     AppendRecords,
     AppendResult,
     BecomeLeaderOrFollower,
-    EpochEndOffset,
     FetcherPartition,
     FetchPartitionData,
     FetchRequest,
@@ -43,8 +52,6 @@ from kafkactor.messages.replication import (
     MaybeShrinkIsr,
     MetadataRequest,
     MetadataResponse,
-    OffsetsForLeaderEpochRequest,
-    OffsetsForLeaderEpochResponse,
     PartitionError,
     PartitionStateApplied,
     ProducePartitionResult,
@@ -58,7 +65,7 @@ from kafkactor.messages.replication import (
     UpdateMetadata,
     UpdateMetadataResponse,
 )
-from kafkactor.storage import Log, LogConfig, LogManager
+from kafkactor.storage import Log, LogConfig, LogManager, StorageError
 from kafkactor.timer import Clock, Scheduler, Timer
 
 
@@ -316,9 +323,21 @@ class ReplicaManagerActor(TracedActor):
         )
         self.reply(request, ProduceResponse(partitions=tuple(results)), trace=trace)
 
-    def _leader_error(self, topic: str, partition: int, replica: LocalReplica | None) -> ErrorCode:
+    def _leader_error(
+        self,
+        topic: str,
+        partition: int,
+        replica: LocalReplica | None,
+        current_leader_epoch: int = UNDEFINED_EPOCH,
+    ) -> ErrorCode:
+        """NONE when this broker leads the partition (in `current_leader_epoch`, when the
+        caller names one: an older one is FENCED_LEADER_EPOCH, a newer UNKNOWN_LEADER_EPOCH)."""
         if replica is not None and replica.is_leader:
-            return ErrorCode.NONE
+            if current_leader_epoch < 0 or current_leader_epoch == replica.leader_epoch:
+                return ErrorCode.NONE
+            if current_leader_epoch < replica.leader_epoch:
+                return ErrorCode.FENCED_LEADER_EPOCH
+            return ErrorCode.UNKNOWN_LEADER_EPOCH
         if replica is None and not self.metadata_cache.knows(topic, partition):
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return ErrorCode.NOT_LEADER_FOR_PARTITION
@@ -399,12 +418,9 @@ class ReplicaManagerActor(TracedActor):
         answers = []
         for part in request.partitions:
             replica = self.replicas.get(str(TopicPartition.of(part)))
-            error = self._leader_error(part.topic, part.partition, replica)
-            if replica is not None and error is ErrorCode.NONE and part.current_leader_epoch >= 0:
-                if part.current_leader_epoch < replica.leader_epoch:
-                    error = ErrorCode.FENCED_LEADER_EPOCH
-                elif part.current_leader_epoch > replica.leader_epoch:
-                    error = ErrorCode.UNKNOWN_LEADER_EPOCH
+            error = self._leader_error(
+                part.topic, part.partition, replica, part.current_leader_epoch
+            )
             if replica is None or error is not ErrorCode.NONE:
                 answers.append(
                     EpochEndOffset(topic=part.topic, partition=part.partition, error_code=error)
@@ -421,6 +437,38 @@ class ReplicaManagerActor(TracedActor):
             )
         self.reply(request, OffsetsForLeaderEpochResponse(partitions=tuple(answers)))
 
+    # -- list offsets ----------------------------------------------------------------------------
+
+    @handles(ListOffsetsRequest)
+    def _on_list_offsets(self, request: ListOffsetsRequest) -> None:
+        answers = []
+        for part in request.partitions:
+            tp = TopicPartition.of(part)
+            replica = self.replicas.get(str(tp))
+            error = self._leader_error(
+                part.topic, part.partition, replica, part.current_leader_epoch
+            )
+            high_watermark = self.high_watermarks.current(tp)
+            if replica is None or high_watermark is None or error is not ErrorCode.NONE:
+                code = error if error is not ErrorCode.NONE else ErrorCode.LEADER_NOT_AVAILABLE
+                answers.append(
+                    ListOffsetsPartitionResult(
+                        topic=part.topic, partition=part.partition, error_code=code
+                    )
+                )
+                continue
+            timestamp, offset = offset_for_timestamp(replica.log, high_watermark, part.timestamp)
+            answers.append(
+                ListOffsetsPartitionResult(
+                    topic=part.topic,
+                    partition=part.partition,
+                    timestamp=timestamp,
+                    offset=offset,
+                    leader_epoch=replica.leader_epoch,
+                )
+            )
+        self.reply(request, ListOffsetsResponse(partitions=tuple(answers)))
+
     # -- metadata --------------------------------------------------------------------------------
 
     @handles(MetadataRequest)
@@ -429,7 +477,10 @@ class ReplicaManagerActor(TracedActor):
         self.reply(
             request,
             MetadataResponse(
-                brokers=cache.live_brokers, topics=cache.topic_metadata(request.topics)
+                brokers=cache.live_brokers,
+                topics=cache.topic_metadata(request.topics),
+                endpoints=cache.endpoints,
+                controller_id=cache.controller_id,
             ),
         )
 
@@ -596,17 +647,23 @@ class ReplicaManagerActor(TracedActor):
 
     @handles(StopReplica)
     def _on_stop_replica(self, request: StopReplica) -> None:
+        """Stop serving the replicas (their fetchers and actors stop); with
+        `delete_partitions` (topic deletion) also delete their logs and high watermarks, those
+        of replicas no actor serves included (logs loaded from disk by a broker that was down
+        when its topic was deleted). Answers per partition."""
         refused = self._refusal(request)
         if refused is not ErrorCode.NONE:
             self.reply(request, StopReplicaResponse(error_code=refused))
             return
         orders: dict[str, tuple[str, Any]] = {}
+        stopping: dict[str, LocalReplica] = {}
         for ref in request.partitions:
             key = str(TopicPartition.of(ref))
             replica = self.replicas.get(key)
             if replica is None:
                 continue
             self.fetcher_manager.remove(TopicPartition.of(ref))
+            stopping[key] = replica
             orders[key] = (
                 replica.address,
                 StopPartition(
@@ -615,19 +672,27 @@ class ReplicaManagerActor(TracedActor):
             )
 
         def stopped(_responses: dict[str, Response]) -> None:
-            for key in orders:
-                replica = self.replicas.pop(key)
+            for key, replica in stopping.items():
+                if self.replicas.get(key) is not replica:
+                    continue  # another StopReplica stopped it first
+                del self.replicas[key]
                 self.logs.pop(key, None)
+                # off the directory now, so a replica created again (the topic re-created)
+                # can register at this address while this actor is still stopping
+                self.directory.unregister(replica.address, replica.ref)
                 replica.ref.stop(block=False)
-                tp = TopicPartition.of(replica)
-                if request.delete_partitions:
-                    self.high_watermarks.remove(tp)
-                    self.log_manager.delete_log(tp)
+            errors = (
+                self._delete_partitions(request.partitions) if request.delete_partitions else {}
+            )
             self.reply(
                 request,
                 StopReplicaResponse(
                     partitions=tuple(
-                        PartitionError(topic=p.topic, partition=p.partition)
+                        PartitionError(
+                            topic=p.topic,
+                            partition=p.partition,
+                            error_code=errors.get(TopicPartition.of(p), ErrorCode.NONE),
+                        )
                         for p in request.partitions
                     )
                 ),
@@ -637,6 +702,25 @@ class ReplicaManagerActor(TracedActor):
             stopped({})
             return
         self._fan_out(orders, stopped, origin=request)
+
+    def _delete_partitions(
+        self, partitions: tuple[TopicPartition, ...]
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Delete the logs and high watermarks of stopped replicas; the checkpoints are written
+        at once, so a topic created again under the same name starts from an empty log and a
+        high watermark of 0 even after a crash. Returns the partitions that failed."""
+        errors: dict[TopicPartition, ErrorCode] = {}
+        for tp in partitions:
+            if str(tp) in self.replicas:
+                continue  # served again since (a newer LeaderAndIsr): not this request's
+            self.high_watermarks.remove(tp)
+            try:
+                self.log_manager.delete_log(tp)
+            except (OSError, StorageError):
+                errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR  # the controller retries it later
+        self.high_watermarks.checkpoint()
+        self.log_manager.checkpoint_recovery_points()
+        return errors
 
     # -- ISR expiration ----------------------------------------------------------------------------
 

@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from kafkactor import tracing
 from kafkactor.messages import ErrorCode
-from kafkactor.messages.replication import (
+from kafkactor.messages.offsets import (
     CONSUMER_REPLICA_ID,
+)
+from kafkactor.messages.replication import (
     FetchPartitionData,
     FetchRequest,
     ProducePartitionResult,

@@ -36,3 +36,13 @@ def fetcher(broker: int, leader: int) -> str:
 def controller(broker: int) -> str:
     """The broker's controller actor (every broker runs one; one of them is elected)."""
     return f"broker/{broker}/controller"
+
+
+def socket_server(broker: int) -> str:
+    """The broker's socket server (not an actor: the network thread's participant)."""
+    return f"broker/{broker}/socket-server"
+
+
+def kafka_apis(broker: int) -> str:
+    """The broker's KafkaApis actor: wire requests in, actor messages out."""
+    return f"broker/{broker}/kafka-apis"

@@ -40,9 +40,11 @@ from kafkactor.actors.replication.replica_purgatory import (
 from kafkactor.actors.runtime import Directory
 from kafkactor.common import TopicPartition
 from kafkactor.messages import Envelope, ErrorCode
+from kafkactor.messages.offsets import (
+    CONSUMER_REPLICA_ID,
+)
 from kafkactor.messages.purgatory import DelayOperation, OperationsExpired
 from kafkactor.messages.replication import (
-    CONSUMER_REPLICA_ID,
     FetchPartition,
     FetchPartitionData,
     FetchResponse,

@@ -13,7 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kafkactor.actors.replication import TruncationPoint, truncation_point
-from kafkactor.messages.replication import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+from kafkactor.messages.offsets import (
+    UNDEFINED_EPOCH,
+    UNDEFINED_EPOCH_OFFSET,
+)
 from kafkactor.storage.leader_epoch import EpochEntry, LeaderEpochCache
 
 

@@ -21,18 +21,20 @@ import pytest
 from kafkactor.actors.replication import ReplicaFetcherActor, ReplicaManagerConfig
 from kafkactor.actors.runtime import Directory, addresses
 from kafkactor.messages import ErrorCode
+from kafkactor.messages.offsets import (
+    EpochEndOffset,
+    OffsetsForLeaderEpochRequest,
+    OffsetsForLeaderEpochResponse,
+)
 from kafkactor.messages.replication import (
     AddFetcherPartitions,
     AppendAsFollower,
-    EpochEndOffset,
     FetcherPartition,
     FetchPartitionData,
     FetchRequest,
     FetchResponse,
     FollowerAppended,
     FollowerTruncated,
-    OffsetsForLeaderEpochRequest,
-    OffsetsForLeaderEpochResponse,
     TruncateFollower,
 )
 from kafkactor.timer import ManualClock, Timer

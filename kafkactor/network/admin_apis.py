@@ -1,0 +1,407 @@
+"""KafkaApis' cluster and admin APIs: Metadata (with auto-creation), CreateTopics, DeleteTopics
+and InitProducerId — the ones that read the metadata cache or need blocking admin work."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+from kafkactor.actors.runtime import addresses
+from kafkactor.common import BrokerEndpoint, TopicExistsError, UnknownTopicError
+from kafkactor.messages import ErrorCode, ErrorResponse, Response
+from kafkactor.messages.replication import MetadataRequest, MetadataResponse, TopicMetadata
+from kafkactor.network.api_versions import ApiKey
+from kafkactor.network.codec import build, nested, response_type
+from kafkactor.network.steps import (
+    NO_THROTTLE,
+    Admin,
+    Answer,
+    Ask,
+    Step,
+    legal_topic_name,
+)
+
+__all__ = ["AdminApis", "KafkaApisConfig", "ProducerIdSource", "TopicAdmin"]
+
+_AUTHORIZED_OPERATIONS_OMITTED: Final = -2147483648
+
+
+class TopicAdmin(Protocol):
+    """Creates topics the way this cluster does (through ZooKeeper and its controller, or the
+    in-process Cluster's own assignment); may block. Raises `TopicExistsError` for a topic
+    that exists and ValueError for a bad request (replication factor, unknown config)."""
+
+    def create_topic(
+        self, name: str, partitions: int, replication_factor: int, config: Mapping[str, str]
+    ) -> Any: ...
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic; raises `UnknownTopicError` for a topic that does not exist."""
+
+
+class ProducerIdSource(Protocol):
+    """Hands out producer ids unique across the cluster (Kafka's ProducerIdManager)."""
+
+    def generate_producer_id(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KafkaApisConfig:
+    """The broker settings KafkaApis reads (Kafka's names in comments)."""
+
+    cluster_id: str = "kafkactor"
+    auto_create_topics_enable: bool = True  # auto.create.topics.enable
+    num_partitions: int = 1  # num.partitions: of an auto-created topic
+    default_replication_factor: int = 1  # default.replication.factor, capped at live brokers
+    delete_topic_enable: bool = True  # delete.topic.enable (Kafka 1.0's default)
+    # a CreateTopics asking for more is refused (INVALID_PARTITIONS): every partition is an
+    # actor and a log here, so a request for 2**31 - 1 of them must not be tried
+    max_partitions_per_topic: int = 10_000
+
+
+class AdminApis:
+    """The cluster-level half of Kafka's `KafkaApis` for one broker.
+
+    Metadata asks the replica manager's metadata cache and, for unknown topics when
+    auto-creation is on, creates them through the `TopicAdmin` (answering LEADER_NOT_AVAILABLE
+    meanwhile, as Kafka does); CreateTopics and DeleteTopics go through the `TopicAdmin`,
+    InitProducerId through the `ProducerIdSource`, both as blocking `Admin` steps.
+    """
+
+    def __init__(
+        self,
+        broker_id: int,
+        config: KafkaApisConfig,
+        *,
+        admin: TopicAdmin | None,
+        producer_ids: ProducerIdSource | None,
+    ) -> None:
+        self.config = config
+        self.admin = admin
+        self.producer_ids = producer_ids
+        self.replica_manager = addresses.replica_manager(broker_id)
+        self._creating: set[str] = set()  # auto-creations on their way
+
+    # -- Metadata -------------------------------------------------------------------------------
+
+    def metadata(self, version: int, body: Any) -> Step:
+        if body.topics is None or (version == 0 and not body.topics):
+            wanted: tuple[str, ...] = ()  # every topic
+        else:
+            wanted = tuple(dict.fromkeys(t.name for t in body.topics))
+            if not wanted:  # v1+: an empty list asks for brokers only
+                return Ask(
+                    self.replica_manager,
+                    MetadataRequest(topics=("",)),
+                    lambda r: self._metadata_answer(
+                        version,
+                        r if isinstance(r, MetadataResponse) else MetadataResponse(),
+                        (),
+                        created=(),
+                    ),
+                )
+        allow_create = self.config.auto_create_topics_enable and (
+            version < 4 or bool(body.allow_auto_topic_creation)
+        )
+
+        def answered(response: Response) -> Step:
+            if not isinstance(response, MetadataResponse):
+                return self._metadata_failed(version, response, wanted)
+            missing = [
+                t.topic
+                for t in response.topics
+                if t.error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                and legal_topic_name(t.topic)
+            ]
+            if not (allow_create and missing and self.admin is not None):
+                return self._metadata_answer(version, response, response.topics, created=())
+            return self._auto_create(version, response, missing)
+
+        return Ask(self.replica_manager, MetadataRequest(topics=wanted), answered)
+
+    def _auto_create(self, version: int, response: MetadataResponse, missing: list[str]) -> Step:
+        admin = self.admin
+        assert admin is not None
+        live = max(1, len(response.endpoints) or len(response.brokers))
+        factor = min(self.config.default_replication_factor, live)
+        partitions = self.config.num_partitions
+        fresh = [t for t in missing if t not in self._creating]
+        self._creating.update(fresh)
+
+        def create() -> dict[str, ErrorCode]:
+            failures: dict[str, ErrorCode] = {}
+            for topic in fresh:
+                try:
+                    admin.create_topic(topic, partitions, factor, {})
+                except TopicExistsError:  # created meanwhile (another broker): on its way
+                    pass
+                except ValueError as error:  # refused: the client is told why, not to wait
+                    failures[topic] = (
+                        ErrorCode.INVALID_REPLICATION_FACTOR
+                        if "replication factor" in str(error)
+                        else ErrorCode.INVALID_CONFIG
+                    )
+                except Exception:  # ZooKeeper or the controller failed: worth a retry later
+                    failures[topic] = ErrorCode.UNKNOWN_SERVER_ERROR
+            return failures
+
+        def created(failures: Any) -> Step:
+            self._creating.difference_update(fresh)
+            failed = failures if isinstance(failures, dict) else {}
+            return self._metadata_answer(
+                version, response, response.topics, created=missing, failed=failed
+            )
+
+        return Admin(create, created)
+
+    def _metadata_failed(self, version: int, response: Response, wanted: Sequence[str]) -> Step:
+        code = response.error_code if isinstance(response, ErrorResponse) else ErrorCode.NONE
+        topics = tuple(
+            TopicMetadata(topic=t, error_code=code or ErrorCode.UNKNOWN_SERVER_ERROR)
+            for t in wanted
+        )
+        return self._metadata_answer(version, MetadataResponse(), topics, created=())
+
+    def _metadata_answer(
+        self,
+        version: int,
+        response: MetadataResponse,
+        topics: Sequence[TopicMetadata],
+        *,
+        created: Sequence[str],
+        failed: Mapping[str, ErrorCode] | None = None,
+    ) -> Step:
+        schema = response_type(ApiKey.METADATA, version)
+        broker_type = nested(schema, "MetadataResponseBroker")
+        topic_type = nested(schema, "MetadataResponseTopic")
+        partition_type = nested(schema, "MetadataResponsePartition")
+        endpoints = response.endpoints
+        brokers = tuple(
+            build(broker_type, node_id=e.broker_id, host=e.host, port=e.port, rack=None)
+            for e in endpoints
+        )
+        topic_entries = []
+        for topic in topics:
+            if not topic.topic:
+                continue
+            code = topic.error_code
+            if failed and topic.topic in failed:
+                code = failed[topic.topic]  # its creation was refused
+            elif topic.topic in created and code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                code = ErrorCode.LEADER_NOT_AVAILABLE  # being created: ask again shortly
+            elif code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and not legal_topic_name(topic.topic):
+                code = ErrorCode.INVALID_TOPIC_EXCEPTION
+            topic_entries.append(
+                build(
+                    topic_type,
+                    error_code=code,
+                    name=topic.topic,
+                    is_internal=topic.topic.startswith("__"),
+                    partitions=tuple(
+                        build(
+                            partition_type,
+                            error_code=p.error_code,
+                            partition_index=p.partition,
+                            leader_id=p.leader,
+                            leader_epoch=p.leader_epoch,
+                            replica_nodes=p.replicas,
+                            isr_nodes=p.isr,
+                            offline_replicas=p.offline_replicas,
+                        )
+                        for p in topic.partitions
+                    ),
+                    topic_authorized_operations=_AUTHORIZED_OPERATIONS_OMITTED,
+                )
+            )
+        return Answer(
+            build(
+                schema,
+                throttle_time=NO_THROTTLE,
+                brokers=brokers,
+                cluster_id=self.config.cluster_id,
+                controller_id=_controller_for_clients(response.controller_id, endpoints),
+                topics=tuple(topic_entries),
+                cluster_authorized_operations=_AUTHORIZED_OPERATIONS_OMITTED,
+            )
+        )
+
+    # -- InitProducerId -------------------------------------------------------------------------
+
+    def init_producer_id(self, version: int, body: Any) -> Step:
+        schema = response_type(ApiKey.INIT_PRODUCER_ID, version)
+
+        def answer(code: ErrorCode, producer_id: int = -1, epoch: int = -1) -> Step:
+            return Answer(
+                build(
+                    schema,
+                    throttle_time=NO_THROTTLE,
+                    error_code=code,
+                    producer_id=producer_id,
+                    producer_epoch=epoch,
+                )
+            )
+
+        if body.transactional_id is not None:  # transactions are not modelled
+            return answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        source = self.producer_ids
+        if source is None:
+            return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
+        def generated(producer_id: Any) -> Step:
+            if isinstance(producer_id, int) and producer_id >= 0:
+                return answer(ErrorCode.NONE, producer_id, 0)
+            return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
+        return Admin(_quietly(source.generate_producer_id), generated)
+
+    # -- CreateTopics ---------------------------------------------------------------------------
+
+    def create_topics(self, version: int, body: Any) -> Step:
+        schema = response_type(ApiKey.CREATE_TOPICS, version)
+        result_type = nested(schema, "CreatableTopicResult")
+        admin = self.admin
+        requested = list(body.topics)
+        names = [t.name for t in requested]
+        duplicated = {n for n in names if names.count(n) > 1}
+
+        def check(topic: Any) -> tuple[ErrorCode, str] | None:
+            partitions, factor = int(topic.num_partitions), int(topic.replication_factor)
+            refusals = (
+                (topic.name in duplicated, ErrorCode.INVALID_REQUEST, "named more than once"),
+                (
+                    not legal_topic_name(topic.name),
+                    ErrorCode.INVALID_TOPIC_EXCEPTION,
+                    f"illegal topic name {topic.name!r}",
+                ),
+                (
+                    bool(topic.assignments),
+                    ErrorCode.INVALID_REQUEST,
+                    "manual replica assignment is not supported",
+                ),
+                (partitions < 1 and partitions != -1, ErrorCode.INVALID_PARTITIONS, "partitions<1"),
+                (
+                    partitions > self.config.max_partitions_per_topic,
+                    ErrorCode.INVALID_PARTITIONS,
+                    f"more than {self.config.max_partitions_per_topic} partitions",
+                ),
+                (
+                    factor < 1 and factor != -1,
+                    ErrorCode.INVALID_REPLICATION_FACTOR,
+                    "replication factor < 1",
+                ),
+                (admin is None, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "no topic admin here"),
+            )
+            return next(((code, why) for bad, code, why in refusals if bad), None)
+
+        checked = {t.name: check(t) for t in requested}
+
+        def create() -> dict[str, tuple[ErrorCode, str]]:
+            outcomes: dict[str, tuple[ErrorCode, str]] = {}
+            for topic in requested:
+                if checked[topic.name] is not None or body.validate_only or admin is None:
+                    continue
+                partitions = int(topic.num_partitions)
+                factor = int(topic.replication_factor)
+                try:
+                    admin.create_topic(
+                        topic.name,
+                        partitions if partitions > 0 else self.config.num_partitions,
+                        factor if factor > 0 else self.config.default_replication_factor,
+                        {c.name: c.value for c in topic.configs if c.value is not None},
+                    )
+                except TopicExistsError as error:
+                    outcomes[topic.name] = (ErrorCode.TOPIC_ALREADY_EXISTS, str(error))
+                except ValueError as error:
+                    code = (
+                        ErrorCode.INVALID_REPLICATION_FACTOR
+                        if "replication factor" in str(error)
+                        else ErrorCode.INVALID_CONFIG
+                    )
+                    outcomes[topic.name] = (code, str(error))
+                except Exception as error:  # a ZooKeeper or controller failure: reported
+                    outcomes[topic.name] = (ErrorCode.UNKNOWN_SERVER_ERROR, str(error))
+            return outcomes
+
+        def created(outcomes: Any) -> Step:
+            failed = outcomes if isinstance(outcomes, dict) else {}
+            results = []
+            for topic in requested:
+                code, message = checked[topic.name] or failed.get(
+                    topic.name, (ErrorCode.NONE, None)
+                )
+                if isinstance(outcomes, BaseException):
+                    code, message = ErrorCode.UNKNOWN_SERVER_ERROR, str(outcomes)
+                results.append(
+                    build(result_type, name=topic.name, error_code=code, error_message=message)
+                )
+            return Answer(build(schema, throttle_time=NO_THROTTLE, topics=tuple(results)))
+
+        return Admin(create, created)
+
+    # -- DeleteTopics ---------------------------------------------------------------------------
+
+    def delete_topics(self, version: int, body: Any) -> Step:
+        schema = response_type(ApiKey.DELETE_TOPICS, version)
+        result_type = nested(schema, "DeletableTopicResult")
+        names = list(dict.fromkeys(body.topic_names))
+        admin = self.admin
+        enabled = self.config.delete_topic_enable and admin is not None
+
+        def delete() -> dict[str, ErrorCode]:
+            outcomes = {}
+            for name in names:
+                if not enabled or admin is None:
+                    outcomes[name] = ErrorCode.TOPIC_DELETION_DISABLED
+                    continue
+                try:
+                    admin.delete_topic(name)
+                except UnknownTopicError:
+                    outcomes[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                except Exception:  # a ZooKeeper or controller failure, or a timeout
+                    outcomes[name] = ErrorCode.REQUEST_TIMED_OUT
+                else:
+                    outcomes[name] = ErrorCode.NONE
+            return outcomes
+
+        def deleted(outcomes: Any) -> Step:
+            codes = outcomes if isinstance(outcomes, dict) else {}
+            return Answer(
+                build(
+                    schema,
+                    throttle_time=NO_THROTTLE,
+                    responses=tuple(
+                        build(
+                            result_type,
+                            name=name,
+                            error_code=codes.get(name, ErrorCode.UNKNOWN_SERVER_ERROR),
+                        )
+                        for name in names
+                    ),
+                )
+            )
+
+        return Admin(delete, deleted)
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+def _controller_for_clients(controller_id: int, endpoints: Sequence[BrokerEndpoint]) -> int:
+    """The controller id clients are told: the elected controller, or, when the brokers are
+    assigned by the in-process Cluster (no controller broker), the lowest live broker, which
+    accepts CreateTopics like any other."""
+    ids = [e.broker_id for e in endpoints]
+    if controller_id in ids or not ids:
+        return controller_id
+    return min(ids)
+
+
+def _quietly(work: Callable[[], Any]) -> Callable[[], Any]:
+    def run() -> Any:
+        try:
+            return work()
+        except Exception as error:  # handed to the continuation, which answers an error
+            return error
+
+    return run

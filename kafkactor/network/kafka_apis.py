@@ -1,0 +1,402 @@
+"""Kafka's `KafkaApis`, pure: a wire request becomes actor requests, their answers a response.
+
+`KafkaApis.handle` turns one decoded request into a `Step` (`kafkactor.network.steps`); the
+actor shell (`KafkaApisActor`) runs the steps. The data APIs (Produce, Fetch, ListOffsets,
+OffsetForLeaderEpoch) and ApiVersions are here; the cluster and admin ones (Metadata,
+CreateTopics, DeleteTopics, InitProducerId) are `AdminApis`'. Everything is plain translation,
+tested without threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+from kafkactor.actors.runtime import addresses
+from kafkactor.messages import ErrorCode, ErrorResponse, Response
+from kafkactor.messages.offsets import (
+    CONSUMER_REPLICA_ID,
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetForLeaderPartition,
+    OffsetsForLeaderEpochRequest,
+    OffsetsForLeaderEpochResponse,
+)
+from kafkactor.messages.replication import (
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
+    ProducePartition,
+    ProduceRequest,
+    ProduceResponse,
+)
+from kafkactor.network.admin_apis import AdminApis, KafkaApisConfig, ProducerIdSource, TopicAdmin
+from kafkactor.network.api_versions import SUPPORTED, ApiKey
+from kafkactor.network.codec import UnsupportedApiVersions, build, nested, response_type
+from kafkactor.network.request_channel import RequestHeader
+from kafkactor.network.steps import (
+    NO_THROTTLE,
+    Admin,
+    Answer,
+    Ask,
+    Close,
+    NoAnswer,
+    Step,
+    error_of,
+    millis,
+)
+
+__all__ = [
+    "Admin",
+    "Answer",
+    "Ask",
+    "Close",
+    "KafkaApis",
+    "KafkaApisConfig",
+    "NoAnswer",
+    "ProducerIdSource",
+    "Step",
+    "TopicAdmin",
+]
+
+
+class KafkaApis:
+    """Kafka's `KafkaApis` for one broker: every API it serves, as translation.
+
+    Produce, Fetch, ListOffsets, Metadata and OffsetForLeaderEpoch go to the broker's replica
+    manager as the messages the in-process clients send; ApiVersions is answered here;
+    CreateTopics and auto-creation go through the `TopicAdmin`; InitProducerId through the
+    `ProducerIdSource`.
+    """
+
+    def __init__(
+        self,
+        broker_id: int,
+        config: KafkaApisConfig | None = None,
+        *,
+        admin: TopicAdmin | None = None,
+        producer_ids: ProducerIdSource | None = None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.config = config if config is not None else KafkaApisConfig()
+        self.replica_manager = addresses.replica_manager(broker_id)
+        self.admin_apis = AdminApis(broker_id, self.config, admin=admin, producer_ids=producer_ids)
+
+    def handle(self, header: RequestHeader, body: Any) -> Step:
+        api, version = header.api_key, header.api_version
+        handler = self._handlers.get(api)
+        if handler is None:  # the codec lets through only what SUPPORTED names
+            return Close(f"api key {api} has no handler")
+        return handler(self, version, body)
+
+    # -- ApiVersions ----------------------------------------------------------------------------
+
+    def _api_versions(self, version: int, body: Any) -> Step:
+        if isinstance(body, UnsupportedApiVersions):  # KIP-511: a v0 body naming our range
+            response = response_type(ApiKey.API_VERSIONS, 0)
+            low, high = SUPPORTED[ApiKey.API_VERSIONS]
+            entry = nested(response, "ApiVersion")
+            return Answer(
+                response(
+                    error_code=ErrorCode.UNSUPPORTED_VERSION,
+                    api_keys=(
+                        entry(api_key=ApiKey.API_VERSIONS, min_version=low, max_version=high),
+                    ),
+                ),
+                version=0,
+            )
+        response = response_type(ApiKey.API_VERSIONS, version)
+        entry = nested(response, "ApiVersion")
+        return Answer(
+            build(
+                response,
+                error_code=ErrorCode.NONE,
+                api_keys=tuple(
+                    entry(api_key=int(api), min_version=low, max_version=high)
+                    for api, (low, high) in sorted(SUPPORTED.items())
+                ),
+                throttle_time=NO_THROTTLE,
+            )
+        )
+
+    # -- Produce --------------------------------------------------------------------------------
+
+    def _produce(self, version: int, body: Any) -> Step:
+        acks = int(body.acks)
+        if body.transactional_id is not None:  # transactions are not modelled
+            if acks == 0:  # no answer is read: closing is the only way to say no
+                return Close("a transactional produce (transactions are not supported)")
+            return self._produce_refused(
+                version, body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            )
+        parts = tuple(
+            ProducePartition(
+                topic=topic.name,
+                partition=int(p.index),
+                records=bytes(p.records) if p.records is not None else b"",
+            )
+            for topic in body.topic_data
+            for p in topic.partition_data
+        )
+        # acks=0 is asked as acks=1: the append is the same, and its answer says whether to
+        # close the connection (Kafka's only way to tell an acks=0 producer of an error)
+        request = ProduceRequest(
+            acks=1 if acks == 0 else acks,
+            timeout_ms=millis(body.timeout),
+            partitions=parts,
+        )
+
+        def answered(response: Response) -> Step:
+            if acks == 0:
+                return _acks0_outcome(response)
+            return self._produce_answer(version, body, response)
+
+        return Ask(self.replica_manager, request, answered)
+
+    def _produce_refused(self, version: int, body: Any, code: ErrorCode) -> Step:
+        return self._produce_answer(version, body, ErrorResponse(error_code=code))
+
+    def _produce_answer(self, version: int, body: Any, response: Response) -> Step:
+        schema = response_type(ApiKey.PRODUCE, version)
+        topic_type = nested(schema, "TopicProduceResponse")
+        partition_type = nested(schema, "PartitionProduceResponse")
+        results = (
+            {(r.topic, r.partition): r for r in response.partitions}
+            if isinstance(response, ProduceResponse)
+            else {}
+        )
+        fallback = error_of(response)
+        topics = []
+        for topic in body.topic_data:
+            entries = []
+            for p in topic.partition_data:
+                result = results.get((topic.name, int(p.index)))
+                code = result.error_code if result is not None else fallback
+                entries.append(
+                    build(
+                        partition_type,
+                        index=p.index,
+                        error_code=code,
+                        base_offset=result.base_offset if result is not None else -1,
+                        log_append_time=None,
+                        log_start_offset=-1,
+                        record_errors=(),
+                        error_message=None,
+                    )
+                )
+            topics.append(build(topic_type, name=topic.name, partition_responses=tuple(entries)))
+        return Answer(build(schema, responses=tuple(topics), throttle_time=NO_THROTTLE))
+
+    # -- Fetch ----------------------------------------------------------------------------------
+
+    def _fetch(self, version: int, body: Any) -> Step:
+        if int(body.replica_id) != CONSUMER_REPLICA_ID:
+            return self._fetch_answer(
+                version, body, ErrorResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+            )
+        request = FetchRequest(
+            replica_id=CONSUMER_REPLICA_ID,
+            max_wait_ms=millis(body.max_wait),
+            min_bytes=int(body.min_bytes),
+            partitions=tuple(
+                FetchPartition(
+                    topic=topic.topic,
+                    partition=int(p.partition),
+                    fetch_offset=int(p.fetch_offset),
+                    max_bytes=int(p.partition_max_bytes),
+                )
+                for topic in body.topics
+                for p in topic.partitions
+            ),
+        )
+        return Ask(self.replica_manager, request, lambda r: self._fetch_answer(version, body, r))
+
+    def _fetch_answer(self, version: int, body: Any, response: Response) -> Step:
+        schema = response_type(ApiKey.FETCH, version)
+        topic_type = nested(schema, "FetchableTopicResponse")
+        partition_type = nested(schema, "PartitionData")
+        results = (
+            {(r.topic, r.partition): r for r in response.partitions}
+            if isinstance(response, FetchResponse)
+            else {}
+        )
+        fallback = error_of(response)
+        topics = []
+        for topic in body.topics:
+            entries = []
+            for p in topic.partitions:
+                result = results.get((topic.topic, int(p.partition)))
+                hw = result.high_watermark if result is not None else -1
+                entries.append(
+                    build(
+                        partition_type,
+                        partition_index=p.partition,
+                        error_code=result.error_code if result is not None else fallback,
+                        high_watermark=hw,
+                        last_stable_offset=hw,
+                        log_start_offset=result.log_start_offset if result is not None else -1,
+                        aborted_transactions=None,
+                        preferred_read_replica=-1,
+                        records=result.records if result is not None else b"",
+                    )
+                )
+            topics.append(build(topic_type, topic=topic.topic, partitions=tuple(entries)))
+        return Answer(
+            build(
+                schema,
+                throttle_time=NO_THROTTLE,
+                error_code=ErrorCode.NONE,
+                session_id=0,
+                responses=tuple(topics),
+            )
+        )
+
+    # -- ListOffsets ----------------------------------------------------------------------------
+
+    def _list_offsets(self, version: int, body: Any) -> Step:
+        request = ListOffsetsRequest(
+            partitions=tuple(
+                ListOffsetsPartition(
+                    topic=topic.name,
+                    partition=int(p.partition_index),
+                    timestamp=int(p.timestamp),
+                    current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
+                )
+                for topic in body.topics
+                for p in topic.partitions
+            )
+        )
+
+        def answered(response: Response) -> Step:
+            schema = response_type(ApiKey.LIST_OFFSETS, version)
+            topic_type = nested(schema, "ListOffsetsTopicResponse")
+            partition_type = nested(schema, "ListOffsetsPartitionResponse")
+            results = (
+                {(r.topic, r.partition): r for r in response.partitions}
+                if isinstance(response, ListOffsetsResponse)
+                else {}
+            )
+            fallback = error_of(response)
+            topics = []
+            for topic in body.topics:
+                entries = []
+                for p in topic.partitions:
+                    result = results.get((topic.name, int(p.partition_index)))
+                    entries.append(
+                        build(
+                            partition_type,
+                            partition_index=p.partition_index,
+                            error_code=result.error_code if result is not None else fallback,
+                            timestamp=result.timestamp if result is not None else -1,
+                            offset=result.offset if result is not None else -1,
+                            leader_epoch=result.leader_epoch if result is not None else -1,
+                        )
+                    )
+                topics.append(build(topic_type, name=topic.name, partitions=tuple(entries)))
+            return Answer(build(schema, throttle_time=NO_THROTTLE, topics=tuple(topics)))
+
+        return Ask(self.replica_manager, request, answered)
+
+    # -- OffsetForLeaderEpoch -------------------------------------------------------------------
+
+    def _offset_for_leader_epoch(self, version: int, body: Any) -> Step:
+        request = OffsetsForLeaderEpochRequest(
+            replica_id=int(getattr(body, "replica_id", CONSUMER_REPLICA_ID)),
+            partitions=tuple(
+                OffsetForLeaderPartition(
+                    topic=topic.topic,
+                    partition=int(p.partition),
+                    current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
+                    leader_epoch=int(p.leader_epoch),
+                )
+                for topic in body.topics
+                for p in topic.partitions
+            ),
+        )
+
+        def answered(response: Response) -> Step:
+            schema = response_type(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
+            topic_type = nested(schema, "OffsetForLeaderTopicResult")
+            partition_type = nested(schema, "EpochEndOffset")
+            results = (
+                {(r.topic, r.partition): r for r in response.partitions}
+                if isinstance(response, OffsetsForLeaderEpochResponse)
+                else {}
+            )
+            fallback = error_of(response)
+            topics = []
+            for topic in body.topics:
+                entries = []
+                for p in topic.partitions:
+                    result = results.get((topic.topic, int(p.partition)))
+                    entries.append(
+                        build(
+                            partition_type,
+                            error_code=result.error_code if result is not None else fallback,
+                            partition=p.partition,
+                            leader_epoch=result.leader_epoch if result is not None else -1,
+                            end_offset=result.end_offset if result is not None else -1,
+                        )
+                    )
+                topics.append(build(topic_type, topic=topic.topic, partitions=tuple(entries)))
+            return Answer(build(schema, throttle_time=NO_THROTTLE, topics=tuple(topics)))
+
+        return Ask(self.replica_manager, request, answered)
+
+    # -- FindCoordinator -----------------------------------------------------------------------
+
+    def _find_coordinator(self, version: int, body: Any) -> Step:
+        """No group or transaction coordinator is built yet: Kafka's answer while none is."""
+        return Answer(
+            build(
+                response_type(ApiKey.FIND_COORDINATOR, version),
+                throttle_time=NO_THROTTLE,
+                error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                error_message="kafkactor has no group coordinator yet",
+                node_id=-1,
+                host="",
+                port=-1,
+            )
+        )
+
+    def _metadata(self, version: int, body: Any) -> Step:
+        return self.admin_apis.metadata(version, body)
+
+    def _create_topics(self, version: int, body: Any) -> Step:
+        return self.admin_apis.create_topics(version, body)
+
+    def _delete_topics(self, version: int, body: Any) -> Step:
+        return self.admin_apis.delete_topics(version, body)
+
+    def _init_producer_id(self, version: int, body: Any) -> Step:
+        return self.admin_apis.init_producer_id(version, body)
+
+    _handlers: Final[dict[int, Callable[[KafkaApis, int, Any], Step]]] = {
+        ApiKey.API_VERSIONS: _api_versions,
+        ApiKey.METADATA: _metadata,
+        ApiKey.PRODUCE: _produce,
+        ApiKey.FETCH: _fetch,
+        ApiKey.LIST_OFFSETS: _list_offsets,
+        ApiKey.OFFSET_FOR_LEADER_EPOCH: _offset_for_leader_epoch,
+        ApiKey.INIT_PRODUCER_ID: _init_producer_id,
+        ApiKey.CREATE_TOPICS: _create_topics,
+        ApiKey.DELETE_TOPICS: _delete_topics,
+        ApiKey.FIND_COORDINATOR: _find_coordinator,
+    }
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+def _acks0_outcome(response: Response) -> Step:
+    if isinstance(response, ProduceResponse) and all(
+        r.error_code is ErrorCode.NONE for r in response.partitions
+    ):
+        return NoAnswer()
+    if isinstance(response, ProduceResponse):
+        failed = [r for r in response.partitions if r.error_code is not ErrorCode.NONE]
+        reason = ", ".join(f"{r.topic}-{r.partition}: {r.error_code.name}" for r in failed)
+    else:
+        reason = error_of(response).name
+    return Close(f"an acks=0 produce failed ({reason})")

@@ -1,0 +1,158 @@
+"""The KafkaApis actor: runs `KafkaApis` steps between the socket server and the broker's actors."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any
+
+from kafkactor.actors.runtime import Directory, TracedActor, addresses, handles
+from kafkactor.actors.runtime.actor import TraceContext
+from kafkactor.messages import Response
+from kafkactor.network.codec import encode_response
+from kafkactor.network.kafka_apis import KafkaApis
+from kafkactor.network.request_channel import NetworkRequest, NetworkResponse
+from kafkactor.network.steps import Admin, Answer, Ask, Close, NoAnswer, Step
+from kafkactor.timer import Clock
+
+
+@dataclass(frozen=True, slots=True)
+class _AdminDone:
+    """Blocking admin work finished (told to the actor by its worker thread)."""
+
+    token: int
+    result: Any
+
+
+@dataclass(slots=True)
+class _Pending:
+    request: NetworkRequest
+    then: Callable[[Any], Step]
+    trace: TraceContext | None
+
+
+class KafkaApisActor(TracedActor):
+    """Kafka's `KafkaApis` request handler as an actor (one per broker).
+
+    A `NetworkRequest` from the socket server is handed to the pure `KafkaApis`; an `Ask`
+    step is sent to its actor with this actor as `reply_to`, and the answer resumes the
+    request; an `Admin` step runs on this actor's one worker thread (ZooKeeper writes may
+    block, and an actor never blocks) and resumes when it finishes. The final step is
+    encoded and told to the socket server as a `NetworkResponse`. A step that fails closes
+    the request's connection with the reason, and the actor keeps serving.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        directory: Directory,
+        clock: Clock,
+        broker: int,
+        *,
+        apis: KafkaApis,
+    ) -> None:
+        super().__init__(address, directory, clock, broker)
+        self.apis = apis
+        self.socket_server = addresses.socket_server(broker)
+        self._ids = itertools.count(1)
+        self._pending: dict[int, _Pending] = {}
+        self._admin = ThreadPoolExecutor(1, thread_name_prefix=f"broker-{broker}-admin")
+
+    def on_stop(self) -> None:
+        self._admin.shutdown(wait=False, cancel_futures=True)
+        self._pending.clear()
+        super().on_stop()
+
+    @handles(NetworkRequest)
+    def _on_request(self, request: NetworkRequest) -> None:
+        self._run(request, lambda: self.apis.handle(request.header, request.body))
+
+    @handles(Response)
+    def _on_response(self, response: Response) -> None:
+        pending = self._pending.pop(response.correlation_id, None)
+        if pending is not None:
+            self._run(pending.request, lambda: pending.then(response), pending.trace)
+
+    @handles(_AdminDone)
+    def _on_admin_done(self, done: _AdminDone) -> None:
+        pending = self._pending.pop(done.token, None)
+        if pending is not None:
+            self._run(pending.request, lambda: pending.then(done.result), pending.trace)
+
+    def _run(
+        self,
+        request: NetworkRequest,
+        step_of: Callable[[], Step],
+        trace: TraceContext | None = None,
+    ) -> None:
+        try:
+            step = step_of()
+            frame = self._encode(request, step) if isinstance(step, Answer) else None
+        except Exception as error:  # a translation bug must not leave the client hanging
+            self.log_event(
+                "network.request_failed",
+                trace=trace,
+                connection=request.connection_id,
+                api_key=request.header.api_key,
+                error=repr(error),
+            )
+            self._respond(request, None, close=True, reason=f"{type(error).__name__}", trace=trace)
+            return
+        if isinstance(step, Answer | NoAnswer):
+            self._respond(request, frame, trace=trace)
+        elif isinstance(step, Close):
+            self._respond(request, None, close=True, reason=step.reason, trace=trace)
+        elif isinstance(step, Ask):
+            token = next(self._ids)
+            context = trace if trace is not None else self.trace_context
+            self._pending[token] = _Pending(request, step.then, context)
+            outgoing = replace(step.request, reply_to=self.address, correlation_id=token)
+            self.send(step.address, outgoing, trace=context)
+        else:
+            self._admin_step(request, step, trace)
+
+    @staticmethod
+    def _encode(request: NetworkRequest, answer: Answer) -> bytes:
+        header = request.header
+        version = header.api_version if answer.version is None else answer.version
+        return encode_response(header.api_key, version, header.correlation_id, answer.body)
+
+    def _admin_step(self, request: NetworkRequest, step: Admin, trace: TraceContext | None) -> None:
+        token = next(self._ids)
+        self._pending[token] = _Pending(
+            request, step.then, trace if trace is not None else self.trace_context
+        )
+        me = self.actor_ref
+
+        def work() -> None:
+            try:
+                result = step.work()
+            except Exception as error:  # handed to the continuation, which answers an error
+                result = error
+            if me.is_alive():
+                me.tell(_AdminDone(token, result))
+
+        self._admin.submit(work)
+
+    def _respond(
+        self,
+        request: NetworkRequest,
+        frame: bytes | None,
+        *,
+        close: bool = False,
+        reason: str = "",
+        trace: TraceContext | None = None,
+    ) -> None:
+        self.send(
+            self.socket_server,
+            NetworkResponse(
+                connection_id=request.connection_id,
+                sequence=request.sequence,
+                frame=frame,
+                close=close,
+                reason=reason,
+            ),
+            trace=trace,
+        )

@@ -1,0 +1,50 @@
+"""What crosses between the socket server and the KafkaApis role: Kafka's RequestChannel."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestHeader:
+    """A request's header (Kafka's RequestHeader v1 / v2 without its tagged fields)."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NetworkRequest:
+    """One decoded request from one connection (Kafka's `RequestChannel.Request`).
+
+    `body` is the codec's immutable request entity for this API and version; `size` the
+    frame's length; `received_ns` when its last byte was read (monotonic), for latency.
+    It is a value local to the broker that read it, so it is not a registered message:
+    other processes see the wire bytes, never this.
+    """
+
+    connection_id: str
+    sequence: int  # this request's place among its connection's requests
+    header: RequestHeader
+    body: Any
+    size: int
+    received_ns: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NetworkResponse:
+    """The answer to one `NetworkRequest` (Kafka's `RequestChannel.Response`).
+
+    `frame` is the encoded response with its size prefix, or None when the request gets no
+    response (a Produce with acks=0); `close` closes the connection after this slot
+    (`reason` says why: Kafka closes on an acks=0 produce that failed, and on bad requests).
+    """
+
+    connection_id: str
+    sequence: int
+    frame: bytes | None
+    close: bool = False
+    reason: str = ""

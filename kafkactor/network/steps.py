@@ -1,0 +1,81 @@
+"""The steps of a request through KafkaApis: what the pure translation asks its actor to do.
+
+`KafkaApis.handle` turns a request into a `Step`: an `Answer` (a response body to encode),
+`NoAnswer` (a Produce with acks=0 that succeeded), `Close` (Kafka closes the connection, e.g.
+when an acks=0 produce failed), an `Ask` (send this message to that actor and continue with its
+answer) or an `Admin` (blocking work such as a ZooKeeper write, run off the actor thread, then
+continue with its result).
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from kafkactor.messages import ErrorCode, ErrorResponse, Request, Response
+
+__all__ = ["Admin", "Answer", "Ask", "Close", "NoAnswer", "Step"]
+
+NO_THROTTLE: Final = datetime.timedelta(0)
+TOPIC_NAME: Final = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # Kafka's legal topic names
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """Encode `body` as the response (in `version`, when not the request's: KIP-511)."""
+
+    body: Any
+    version: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NoAnswer:
+    """The request gets no response (acks=0)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    """Close the connection (after the responses before this one)."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """Send `request` to the actor at `address`; continue with `then(its response)`."""
+
+    address: str
+    request: Request
+    then: Callable[[Response], Step]
+
+
+@dataclass(frozen=True, slots=True)
+class Admin:
+    """Run `work` off the actor thread (it may block); continue with `then(its result)`."""
+
+    work: Callable[[], Any]
+    then: Callable[[Any], Step]
+
+
+Step = Answer | NoAnswer | Close | Ask | Admin
+
+
+def millis(value: Any) -> int:
+    """A kio duration field (a timedelta) in milliseconds."""
+    if isinstance(value, datetime.timedelta):
+        return int(value.total_seconds() * 1000)
+    return int(value)
+
+
+def error_of(response: Response) -> ErrorCode:
+    """The code for partitions a response does not mention (the request failed as a whole)."""
+    if isinstance(response, ErrorResponse):
+        return response.error_code
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def legal_topic_name(name: str) -> bool:
+    return bool(TOPIC_NAME.fullmatch(name)) and name not in (".", "..")

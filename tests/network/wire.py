@@ -1,0 +1,389 @@
+"""A client's side of Kafka's wire protocol for the network tests, built with kio alone.
+
+Requests are encoded and responses decoded with kio's entities (generated from Kafka's JSON
+message definitions) and its serializers, never through `kafkactor.network.codec`, so a
+codec bug cannot cancel itself out. `WireClient` is a blocking socket with a deadline on every
+read: a test that waits for an answer that never comes fails instead of hanging.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import socket
+import struct
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import fields
+from types import TracebackType
+from typing import Any, Final
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
+from kio.serial import entity_reader, entity_writer
+from kio.static.primitive import i16, i32
+
+from kafkactor.network.api_versions import MIN_SERVED_PRODUCE_VERSION, SUPPORTED, ApiKey
+from kafkactor.storage import Record, build_batch
+
+WAIT_S: Final = 5.0  # a generous bound for anything that must happen
+TOPIC: Final = "events"
+CLIENT_ID: Final = "kafkactor-tests"
+_SIZE: Final = struct.Struct(">i")
+
+
+# -- request bodies ------------------------------------------------------------------------------
+
+
+def make(entity: type[Any], **values: Any) -> Any:
+    """An instance of `entity` from the `values` it has fields for (the others are dropped):
+    one superset of values builds the same request in every version."""
+    names = {f.name for f in fields(entity)}
+    return entity(**{k: v for k, v in values.items() if k in names})
+
+
+def nested(entity: type[Any], name: str) -> type[Any]:
+    """The entity `name` defined in the same kio module as `entity` (same API and version)."""
+    found: type[Any] = getattr(sys.modules[entity.__module__], name)
+    return found
+
+
+def served_range(api: ApiKey) -> range:
+    """The versions of `api` the broker decodes (Produce 0-2 are advertised, not served)."""
+    low, high = SUPPORTED[api]
+    if api is ApiKey.PRODUCE:
+        low = MIN_SERVED_PRODUCE_VERSION
+    return range(low, high + 1)
+
+
+def batch(*values: bytes, timestamp_ms: int = 1_000) -> bytes:
+    """One magic-2 record batch as a producer builds it."""
+    return build_batch([Record(None, v, timestamp_ms) for v in values], 0)
+
+
+def api_versions_request(version: int) -> Any:
+    schema = load_request_schema(ApiKey.API_VERSIONS, version)
+    return make(schema, client_software_name="kafkactor-tests", client_software_version="1.0")
+
+
+def metadata_request(
+    version: int, topics: Sequence[str] | None, *, allow_auto_topic_creation: bool = True
+) -> Any:
+    schema = load_request_schema(ApiKey.METADATA, version)
+    topic = nested(schema, "MetadataRequestTopic")
+    return make(
+        schema,
+        topics=None if topics is None else tuple(topic(name=t) for t in topics),
+        allow_auto_topic_creation=allow_auto_topic_creation,
+        include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
+    )
+
+
+def produce_request(
+    version: int,
+    records: bytes,
+    *,
+    topic: str = TOPIC,
+    partition: int = 0,
+    acks: int = -1,
+    timeout_ms: int = 5_000,
+    transactional_id: str | None = None,
+) -> Any:
+    schema = load_request_schema(ApiKey.PRODUCE, version)
+    topic_type = nested(schema, "TopicProduceData")
+    partition_type = nested(schema, "PartitionProduceData")
+    return make(
+        schema,
+        transactional_id=transactional_id,
+        acks=i16(acks),
+        timeout=datetime.timedelta(milliseconds=timeout_ms),
+        topic_data=(
+            topic_type(
+                name=topic,
+                partition_data=(partition_type(index=i32(partition), records=records),),
+            ),
+        ),
+    )
+
+
+def fetch_request(
+    version: int,
+    *,
+    topic: str = TOPIC,
+    partition: int = 0,
+    offset: int = 0,
+    max_wait_ms: int = 0,
+    min_bytes: int = 1,
+    replica_id: int = -1,
+) -> Any:
+    schema = load_request_schema(ApiKey.FETCH, version)
+    topic_type = nested(schema, "FetchTopic")
+    partition_type = nested(schema, "FetchPartition")
+    return make(
+        schema,
+        replica_id=i32(replica_id),
+        max_wait=datetime.timedelta(milliseconds=max_wait_ms),
+        min_bytes=i32(min_bytes),
+        max_bytes=i32(1024 * 1024),
+        isolation_level=0,
+        session_id=i32(0),
+        session_epoch=i32(-1),
+        topics=(
+            topic_type(
+                topic=topic,
+                partitions=(
+                    make(
+                        partition_type,
+                        partition=i32(partition),
+                        current_leader_epoch=i32(-1),
+                        fetch_offset=offset,
+                        log_start_offset=-1,
+                        partition_max_bytes=i32(1024 * 1024),
+                    ),
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+        rack_id="",
+    )
+
+
+def _list_offsets_request(version: int) -> Any:
+    schema = load_request_schema(ApiKey.LIST_OFFSETS, version)
+    topic_type = nested(schema, "ListOffsetsTopic")
+    partition_type = nested(schema, "ListOffsetsPartition")
+    partition = make(
+        partition_type, partition_index=i32(0), current_leader_epoch=i32(-1), timestamp=-1
+    )
+    return make(
+        schema,
+        replica_id=i32(-1),
+        isolation_level=0,
+        topics=(topic_type(name=TOPIC, partitions=(partition,)),),
+    )
+
+
+def _create_topics_request(version: int) -> Any:
+    schema = load_request_schema(ApiKey.CREATE_TOPICS, version)
+    topic_type = nested(schema, "CreatableTopic")
+    config_type = nested(schema, "CreatableTopicConfig")
+    topic = topic_type(
+        name="created",
+        num_partitions=i32(3),
+        replication_factor=i16(1),
+        assignments=(),
+        configs=(config_type(name="retention.ms", value="1000"),),
+    )
+    return make(schema, topics=(topic,), timeout=datetime.timedelta(seconds=5), validate_only=True)
+
+
+def _delete_topics_request(version: int) -> Any:
+    schema = load_request_schema(ApiKey.DELETE_TOPICS, version)
+    return make(schema, topic_names=("old",), timeout=datetime.timedelta(seconds=5))
+
+
+def _init_producer_id_request(version: int) -> Any:
+    schema = load_request_schema(ApiKey.INIT_PRODUCER_ID, version)
+    return make(schema, transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60))
+
+
+def _offset_for_leader_epoch_request(version: int) -> Any:
+    schema = load_request_schema(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
+    topic_type = nested(schema, "OffsetForLeaderTopic")
+    partition_type = nested(schema, "OffsetForLeaderPartition")
+    partition = make(
+        partition_type, partition=i32(0), current_leader_epoch=i32(-1), leader_epoch=i32(0)
+    )
+    return make(
+        schema, replica_id=i32(-1), topics=(topic_type(topic=TOPIC, partitions=(partition,)),)
+    )
+
+
+_SAMPLES: Final[dict[ApiKey, Callable[[int], Any]]] = {
+    ApiKey.PRODUCE: lambda version: produce_request(version, batch(b"sample"), acks=1),
+    ApiKey.FETCH: lambda version: fetch_request(version, offset=3, max_wait_ms=100),
+    ApiKey.METADATA: lambda version: metadata_request(version, [TOPIC, "other"]),
+    ApiKey.API_VERSIONS: api_versions_request,
+    ApiKey.LIST_OFFSETS: _list_offsets_request,
+    ApiKey.CREATE_TOPICS: _create_topics_request,
+    ApiKey.DELETE_TOPICS: _delete_topics_request,
+    ApiKey.INIT_PRODUCER_ID: _init_producer_id_request,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: _offset_for_leader_epoch_request,
+}
+
+
+def sample_request(api: ApiKey, version: int) -> Any:
+    """A realistic request of `api` in `version`, every field set (what a client would send)."""
+    return _SAMPLES[api](version)
+
+
+# -- frames --------------------------------------------------------------------------------------
+
+
+def encode_request(
+    api_key: int,
+    version: int,
+    body: Any,
+    *,
+    correlation_id: int = 1,
+    client_id: str | None = CLIENT_ID,
+) -> bytes:
+    """A request without its size prefix: header (v2 for flexible versions, else v1), body."""
+    schema = type(body)
+    header_type = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
+    buffer = io.BytesIO()
+    entity_writer(header_type)(
+        buffer,
+        header_type(
+            request_api_key=i16(api_key),
+            request_api_version=i16(version),
+            correlation_id=i32(correlation_id),
+            client_id=client_id,
+        ),
+    )
+    entity_writer(schema)(buffer, body)
+    return buffer.getvalue()
+
+
+def sized(payload: bytes) -> bytes:
+    """`payload` behind its 4-byte big-endian size prefix."""
+    return _SIZE.pack(len(payload)) + payload
+
+
+def request_frame(
+    api_key: int,
+    version: int,
+    body: Any,
+    *,
+    correlation_id: int = 1,
+    client_id: str | None = CLIENT_ID,
+) -> bytes:
+    return sized(
+        encode_request(api_key, version, body, correlation_id=correlation_id, client_id=client_id)
+    )
+
+
+def raw_header(
+    api_key: int, version: int, correlation_id: int = 1, client_id: bytes = b""
+) -> bytes:
+    """A request header v1 written by hand, for API keys and versions kio has no entity for."""
+    return struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
+
+
+def response_header_version(api_key: int, version: int) -> int:
+    """The response header a client expects: v1 for flexible versions, except ApiVersions,
+    which always answers with v0 (KIP-511: a client must read it before knowing the version)."""
+    flexible = bool(load_response_schema(api_key, version).__flexible__)
+    return 1 if flexible and api_key != ApiKey.API_VERSIONS else 0
+
+
+def decode_response(payload: bytes, api_key: int, version: int) -> tuple[int, Any]:
+    """(correlation id, body) of one response frame without its size prefix; every byte of it
+    must be read (a response longer than its body is as wrong as a shorter one)."""
+    header_type: type[Any] = (
+        ResponseHeaderV1 if response_header_version(api_key, version) else ResponseHeaderV0
+    )
+    header, used = entity_reader(header_type)(payload, 0)
+    body, body_size = entity_reader(load_response_schema(api_key, version))(payload, used)
+    assert used + body_size == len(payload), (
+        f"{len(payload) - used - body_size} bytes left after the response of api {api_key} "
+        f"v{version}"
+    )
+    return int(header.correlation_id), body
+
+
+# -- a blocking client ---------------------------------------------------------------------------
+
+
+class WireClient:
+    """One TCP connection to a broker's listener; every read waits at most `WAIT_S`."""
+
+    def __init__(self, host: str, port: int, *, timeout_s: float = WAIT_S) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout_s)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.timeout_s = timeout_s
+
+    def __enter__(self) -> WireClient:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def send_request(self, api_key: int, version: int, body: Any, correlation_id: int) -> None:
+        self.send(request_frame(api_key, version, body, correlation_id=correlation_id))
+
+    def _read_exactly(self, size: int) -> bytes:
+        chunks = bytearray()
+        deadline = time.monotonic() + self.timeout_s
+        while len(chunks) < size:
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            chunk = self.sock.recv(size - len(chunks))
+            if not chunk:
+                raise ConnectionError(
+                    f"the broker closed the connection after {len(chunks)} of {size} bytes"
+                )
+            chunks += chunk
+        return bytes(chunks)
+
+    def read_frame(self) -> bytes:
+        """The next response frame, without its size prefix."""
+        (size,) = _SIZE.unpack(self._read_exactly(_SIZE.size))
+        return self._read_exactly(size)
+
+    def read_response(self, api_key: int, version: int) -> tuple[int, Any]:
+        return decode_response(self.read_frame(), api_key, version)
+
+    def call(self, api_key: int, version: int, body: Any, correlation_id: int = 1) -> Any:
+        """Send one request and return the body of its response (checking its correlation id)."""
+        self.send_request(api_key, version, body, correlation_id)
+        answered, response = self.read_response(api_key, version)
+        assert answered == correlation_id, f"answer to {answered}, asked {correlation_id}"
+        return response
+
+    def read_until_closed(self) -> bytes:
+        """Every byte the broker still sends, until it closes the connection; fails if it is
+        still open at the deadline."""
+        received = bytearray()
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"the connection is still open after {self.timeout_s}s")
+            self.sock.settimeout(remaining)
+            try:
+                chunk = self.sock.recv(65536)
+            except ConnectionResetError:
+                return bytes(received)
+            except TimeoutError:
+                continue
+            if not chunk:
+                return bytes(received)
+            received += chunk
+
+    def is_open_after(self, watch_s: float) -> bool:
+        """Whether the connection is still open, with nothing sent, after `watch_s` seconds."""
+        self.sock.settimeout(watch_s)
+        try:
+            chunk = self.sock.recv(1)
+        except TimeoutError:
+            return True
+        except ConnectionResetError:
+            return False
+        assert not chunk, f"the broker sent unasked bytes: {chunk!r}"
+        return False
