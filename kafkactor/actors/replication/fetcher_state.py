@@ -12,9 +12,11 @@ from dataclasses import dataclass, field
 
 from kafkactor.common import TopicPartition
 from kafkactor.messages import ErrorCode
-from kafkactor.messages.replication import (
+from kafkactor.messages.offsets import (
     UNDEFINED_EPOCH,
     EpochEndOffset,
+)
+from kafkactor.messages.replication import (
     FetcherPartition,
     FetchPartitionData,
 )
@@ -40,6 +42,7 @@ class PartitionFetchState:
     latest_epoch: int = UNDEFINED_EPOCH
     busy: bool = False
     retry_at_ms: int = 0
+    early_retries: int = 0  # epoch questions retried soon since the leader last answered
 
     @property
     def topic(self) -> str:
@@ -81,6 +84,16 @@ class EpochAnswers:
     errors: tuple[tuple[PartitionFetchState, ErrorCode], ...] = ()
 
 
+# Answers to an epoch question that mean the leader has not yet applied the LeaderAndIsr that
+# made it leader (the controller told the follower first): asked again after
+# EARLY_RETRY_MS, up to EARLY_RETRIES times, instead of after the whole fetch backoff.
+# Kafka waits replica.fetch.backoff.ms (1 s) here too; topics created just before a produce
+# (tests, examples) would wait that long for their first acks=all answer.
+LEADER_NOT_READY = frozenset({ErrorCode.NOT_LEADER_FOR_PARTITION, ErrorCode.UNKNOWN_LEADER_EPOCH})
+EARLY_RETRY_MS = 20
+EARLY_RETRIES = 10
+
+
 @dataclass(slots=True)
 class FetcherState:
     """The partitions one fetcher (follower broker, leader broker) replicates, and its backoff.
@@ -91,6 +104,9 @@ class FetcherState:
       a local append is out (the next fetch starts where the append ended).
     - A partition whose fetch, truncation or append failed waits `backoff_ms` on its own; a
       leader that cannot be reached or does not answer backs the whole fetcher off.
+    - A leader that answers an epoch question as if it did not lead yet (LEADER_NOT_READY)
+      is asked again after EARLY_RETRY_MS, up to EARLY_RETRIES times in a row: it has most
+      likely not yet applied the LeaderAndIsr the follower already has.
     """
 
     backoff_ms: int
@@ -207,10 +223,19 @@ class FetcherState:
                 continue
             answer = answers.get(state.topic_partition)
             if answer is None or answer.error_code is not ErrorCode.NONE:
-                failed.append(state)
                 if answer is not None:
                     errors.append((state, answer.error_code))
+                if (
+                    answer is not None
+                    and answer.error_code in LEADER_NOT_READY
+                    and state.early_retries < EARLY_RETRIES
+                ):
+                    state.early_retries += 1
+                    state.retry_at_ms = now_ms + min(EARLY_RETRY_MS, self.backoff_ms)
+                else:
+                    failed.append(state)
                 continue
+            state.early_retries = 0
             truncate.append((state, answer))
         self.back_off(failed, now_ms)
         return EpochAnswers(truncate=tuple(truncate), errors=tuple(errors))

@@ -12,9 +12,16 @@ from __future__ import annotations
 import pytest
 
 from kafkactor.actors.replication import FetcherState, PartitionFetchState
+from kafkactor.actors.replication.fetcher_state import EARLY_RETRIES, EARLY_RETRY_MS
 from kafkactor.common import TopicPartition
 from kafkactor.messages import ErrorCode
-from kafkactor.messages.replication import EpochEndOffset, FetcherPartition, FetchPartitionData
+from kafkactor.messages.offsets import (
+    EpochEndOffset,
+)
+from kafkactor.messages.replication import (
+    FetcherPartition,
+    FetchPartitionData,
+)
 from kafkactor.timer import ManualClock
 
 BACKOFF = 1000
@@ -208,16 +215,47 @@ def test_epoch_answers_give_truncation_points_and_errors_back_off(clock: ManualC
 
     outcome = state.epochs_answered(
         3,
-        {T0: epoch_end(T0, end=5), T1: epoch_end(T1, error=ErrorCode.NOT_LEADER_FOR_PARTITION)},
+        {T0: epoch_end(T0, end=5), T1: epoch_end(T1, error=ErrorCode.KAFKA_STORAGE_ERROR)},
         clock.now_ms(),
     )
 
     assert [(s.topic_partition, e.end_offset) for s, e in outcome.truncate] == [(T0, 5)]
     assert [(s.topic_partition, code) for s, code in outcome.errors] == [
-        (T1, ErrorCode.NOT_LEADER_FOR_PARTITION)
+        (T1, ErrorCode.KAFKA_STORAGE_ERROR)
     ]
     assert state.partitions[T1].retry_at_ms == clock.now_ms() + BACKOFF
     assert not state.partitions[T0].busy
+
+
+@pytest.mark.parametrize(
+    "error", [ErrorCode.NOT_LEADER_FOR_PARTITION, ErrorCode.UNKNOWN_LEADER_EPOCH]
+)
+def test_a_leader_not_yet_leading_is_asked_again_soon_a_few_times(
+    clock: ManualClock, error: ErrorCode
+) -> None:
+    """The controller's LeaderAndIsr reached the follower before the leader: the follower
+    asks again after EARLY_RETRY_MS, not after the whole backoff, EARLY_RETRIES times in a
+    row; an answer resets the count."""
+    state = FetcherState(backoff_ms=BACKOFF)
+    state.add([member(T0, truncate=True)])
+    t0 = state.partitions[T0]
+
+    def ask_and_fail(correlation_id: int) -> int:
+        assert state.next_requests(clock.now_ms(), epochs_out=False, fetch_out=False).ask_epochs
+        state.asking(correlation_id, [t0])
+        state.epochs_answered(correlation_id, {T0: epoch_end(T0, error=error)}, clock.now_ms())
+        return t0.retry_at_ms - clock.now_ms()
+
+    waits = []
+    for n in range(EARLY_RETRIES + 1):
+        waits.append(ask_and_fail(n))
+        clock.advance(waits[-1])
+    assert waits == [EARLY_RETRY_MS] * EARLY_RETRIES + [BACKOFF]
+    assert EARLY_RETRIES >= 5 and EARLY_RETRY_MS <= 50  # a few tries within a fraction of 1 s
+
+    state.asking(99, [t0])
+    state.epochs_answered(99, {T0: epoch_end(T0, end=0)}, clock.now_ms())  # it leads now
+    assert t0.early_retries == 0
 
 
 def test_answers_about_a_partition_removed_or_re_added_are_ignored(clock: ManualClock) -> None:
