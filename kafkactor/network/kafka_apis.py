@@ -10,6 +10,7 @@ tested without threads.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Final
 
 from kafkactor.actors.runtime import addresses
@@ -159,34 +160,23 @@ class KafkaApis:
 
     def _produce_answer(self, version: int, body: Any, response: Response) -> Step:
         schema = response_type(ApiKey.PRODUCE, version)
-        topic_type = nested(schema, "TopicProduceResponse")
-        partition_type = nested(schema, "PartitionProduceResponse")
-        results = (
-            {(r.topic, r.partition): r for r in response.partitions}
-            if isinstance(response, ProduceResponse)
-            else {}
+        topics = _per_partition(
+            schema,
+            body,
+            _PRODUCE,
+            response,
+            answered_type=ProduceResponse,
+            entry=lambda p, r, fallback: {
+                "index": p.index,
+                "error_code": r.error_code if r is not None else fallback,
+                "base_offset": r.base_offset if r is not None else -1,
+                "log_append_time": None,
+                "log_start_offset": -1,
+                "record_errors": (),
+                "error_message": None,
+            },
         )
-        fallback = error_of(response)
-        topics = []
-        for topic in body.topic_data:
-            entries = []
-            for p in topic.partition_data:
-                result = results.get((topic.name, int(p.index)))
-                code = result.error_code if result is not None else fallback
-                entries.append(
-                    build(
-                        partition_type,
-                        index=p.index,
-                        error_code=code,
-                        base_offset=result.base_offset if result is not None else -1,
-                        log_append_time=None,
-                        log_start_offset=-1,
-                        record_errors=(),
-                        error_message=None,
-                    )
-                )
-            topics.append(build(topic_type, name=topic.name, partition_responses=tuple(entries)))
-        return Answer(build(schema, responses=tuple(topics), throttle_time=NO_THROTTLE))
+        return Answer(build(schema, responses=topics, throttle_time=NO_THROTTLE))
 
     # -- Fetch ----------------------------------------------------------------------------------
 
@@ -214,41 +204,30 @@ class KafkaApis:
 
     def _fetch_answer(self, version: int, body: Any, response: Response) -> Step:
         schema = response_type(ApiKey.FETCH, version)
-        topic_type = nested(schema, "FetchableTopicResponse")
-        partition_type = nested(schema, "PartitionData")
-        results = (
-            {(r.topic, r.partition): r for r in response.partitions}
-            if isinstance(response, FetchResponse)
-            else {}
+        topics = _per_partition(
+            schema,
+            body,
+            _FETCH,
+            response,
+            answered_type=FetchResponse,
+            entry=lambda p, r, fallback: {
+                "partition_index": p.partition,
+                "error_code": r.error_code if r is not None else fallback,
+                "high_watermark": r.high_watermark if r is not None else -1,
+                "last_stable_offset": r.high_watermark if r is not None else -1,
+                "log_start_offset": r.log_start_offset if r is not None else -1,
+                "aborted_transactions": None,
+                "preferred_read_replica": -1,
+                "records": r.records if r is not None else b"",  # empty, never null
+            },
         )
-        fallback = error_of(response)
-        topics = []
-        for topic in body.topics:
-            entries = []
-            for p in topic.partitions:
-                result = results.get((topic.topic, int(p.partition)))
-                hw = result.high_watermark if result is not None else -1
-                entries.append(
-                    build(
-                        partition_type,
-                        partition_index=p.partition,
-                        error_code=result.error_code if result is not None else fallback,
-                        high_watermark=hw,
-                        last_stable_offset=hw,
-                        log_start_offset=result.log_start_offset if result is not None else -1,
-                        aborted_transactions=None,
-                        preferred_read_replica=-1,
-                        records=result.records if result is not None else b"",
-                    )
-                )
-            topics.append(build(topic_type, topic=topic.topic, partitions=tuple(entries)))
         return Answer(
             build(
                 schema,
                 throttle_time=NO_THROTTLE,
                 error_code=ErrorCode.NONE,
                 session_id=0,
-                responses=tuple(topics),
+                responses=topics,
             )
         )
 
@@ -270,31 +249,21 @@ class KafkaApis:
 
         def answered(response: Response) -> Step:
             schema = response_type(ApiKey.LIST_OFFSETS, version)
-            topic_type = nested(schema, "ListOffsetsTopicResponse")
-            partition_type = nested(schema, "ListOffsetsPartitionResponse")
-            results = (
-                {(r.topic, r.partition): r for r in response.partitions}
-                if isinstance(response, ListOffsetsResponse)
-                else {}
+            topics = _per_partition(
+                schema,
+                body,
+                _LIST_OFFSETS,
+                response,
+                answered_type=ListOffsetsResponse,
+                entry=lambda p, r, fallback: {
+                    "partition_index": p.partition_index,
+                    "error_code": r.error_code if r is not None else fallback,
+                    "timestamp": r.timestamp if r is not None else -1,
+                    "offset": r.offset if r is not None else -1,
+                    "leader_epoch": r.leader_epoch if r is not None else -1,
+                },
             )
-            fallback = error_of(response)
-            topics = []
-            for topic in body.topics:
-                entries = []
-                for p in topic.partitions:
-                    result = results.get((topic.name, int(p.partition_index)))
-                    entries.append(
-                        build(
-                            partition_type,
-                            partition_index=p.partition_index,
-                            error_code=result.error_code if result is not None else fallback,
-                            timestamp=result.timestamp if result is not None else -1,
-                            offset=result.offset if result is not None else -1,
-                            leader_epoch=result.leader_epoch if result is not None else -1,
-                        )
-                    )
-                topics.append(build(topic_type, name=topic.name, partitions=tuple(entries)))
-            return Answer(build(schema, throttle_time=NO_THROTTLE, topics=tuple(topics)))
+            return Answer(build(schema, throttle_time=NO_THROTTLE, topics=topics))
 
         return Ask(self.replica_manager, request, answered)
 
@@ -317,30 +286,20 @@ class KafkaApis:
 
         def answered(response: Response) -> Step:
             schema = response_type(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
-            topic_type = nested(schema, "OffsetForLeaderTopicResult")
-            partition_type = nested(schema, "EpochEndOffset")
-            results = (
-                {(r.topic, r.partition): r for r in response.partitions}
-                if isinstance(response, OffsetsForLeaderEpochResponse)
-                else {}
+            topics = _per_partition(
+                schema,
+                body,
+                _OFFSET_FOR_LEADER_EPOCH,
+                response,
+                answered_type=OffsetsForLeaderEpochResponse,
+                entry=lambda p, r, fallback: {
+                    "error_code": r.error_code if r is not None else fallback,
+                    "partition": p.partition,
+                    "leader_epoch": r.leader_epoch if r is not None else -1,
+                    "end_offset": r.end_offset if r is not None else -1,
+                },
             )
-            fallback = error_of(response)
-            topics = []
-            for topic in body.topics:
-                entries = []
-                for p in topic.partitions:
-                    result = results.get((topic.topic, int(p.partition)))
-                    entries.append(
-                        build(
-                            partition_type,
-                            error_code=result.error_code if result is not None else fallback,
-                            partition=p.partition,
-                            leader_epoch=result.leader_epoch if result is not None else -1,
-                            end_offset=result.end_offset if result is not None else -1,
-                        )
-                    )
-                topics.append(build(topic_type, topic=topic.topic, partitions=tuple(entries)))
-            return Answer(build(schema, throttle_time=NO_THROTTLE, topics=tuple(topics)))
+            return Answer(build(schema, throttle_time=NO_THROTTLE, topics=topics))
 
         return Ask(self.replica_manager, request, answered)
 
@@ -400,3 +359,89 @@ def _acks0_outcome(response: Response) -> Step:
     else:
         reason = error_of(response).name
     return Close(f"an acks=0 produce failed ({reason})")
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """Where one data API's request and response keep their topics and partitions."""
+
+    topics: str  # the request's topics field
+    name: str  # a topic's name field, in the request and the response alike
+    partitions: str  # a request topic's partitions field
+    index: str  # a request partition's index field
+    topic_entity: str  # the response's nested topic entity
+    partition_entity: str  # the response's nested partition entity
+    answered_partitions: str  # a response topic's partitions field
+
+
+_PRODUCE = _Shape(
+    "topic_data",
+    "name",
+    "partition_data",
+    "index",
+    "TopicProduceResponse",
+    "PartitionProduceResponse",
+    "partition_responses",
+)
+_FETCH = _Shape(
+    "topics",
+    "topic",
+    "partitions",
+    "partition",
+    "FetchableTopicResponse",
+    "PartitionData",
+    "partitions",
+)
+_LIST_OFFSETS = _Shape(
+    "topics",
+    "name",
+    "partitions",
+    "partition_index",
+    "ListOffsetsTopicResponse",
+    "ListOffsetsPartitionResponse",
+    "partitions",
+)
+_OFFSET_FOR_LEADER_EPOCH = _Shape(
+    "topics",
+    "topic",
+    "partitions",
+    "partition",
+    "OffsetForLeaderTopicResult",
+    "EpochEndOffset",
+    "partitions",
+)
+
+
+def _per_partition(
+    schema: type[Any],
+    body: Any,
+    shape: _Shape,
+    response: Response,
+    *,
+    answered_type: type[Any],
+    entry: Callable[[Any, Any | None, ErrorCode], dict[str, Any]],
+) -> tuple[Any, ...]:
+    """The response's topics, one entry per partition the request named, in its order:
+    `entry(request partition, the actor's result for it or None, the fallback error)` gives
+    the entry's fields; a partition the actor's answer does not name gets the error of the
+    whole answer (an ErrorResponse's, else UNKNOWN_SERVER_ERROR)."""
+    results = (
+        {(r.topic, r.partition): r for r in response.partitions}
+        if isinstance(response, answered_type)
+        else {}
+    )
+    fallback = error_of(response)
+    topic_entity = nested(schema, shape.topic_entity)
+    partition_entity = nested(schema, shape.partition_entity)
+    topics = []
+    for topic in getattr(body, shape.topics):
+        name = getattr(topic, shape.name)
+        entries = tuple(
+            build(
+                partition_entity,
+                **entry(p, results.get((name, int(getattr(p, shape.index)))), fallback),
+            )
+            for p in getattr(topic, shape.partitions)
+        )
+        topics.append(build(topic_entity, **{shape.name: name, shape.answered_partitions: entries}))
+    return tuple(topics)

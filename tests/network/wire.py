@@ -192,6 +192,11 @@ def _init_producer_id_request(version: int) -> Any:
     return make(schema, transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60))
 
 
+def _find_coordinator_request(version: int) -> Any:
+    schema = load_request_schema(ApiKey.FIND_COORDINATOR, version)
+    return make(schema, key="a-group", key_type=0)
+
+
 def _offset_for_leader_epoch_request(version: int) -> Any:
     schema = load_request_schema(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
     topic_type = nested(schema, "OffsetForLeaderTopic")
@@ -214,6 +219,7 @@ _SAMPLES: Final[dict[ApiKey, Callable[[int], Any]]] = {
     ApiKey.DELETE_TOPICS: _delete_topics_request,
     ApiKey.INIT_PRODUCER_ID: _init_producer_id_request,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: _offset_for_leader_epoch_request,
+    ApiKey.FIND_COORDINATOR: _find_coordinator_request,
 }
 
 

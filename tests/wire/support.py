@@ -216,6 +216,16 @@ def stored_codecs(cluster: Cluster, topic: str, partition: int) -> set[Compressi
     }
 
 
+def assert_stored_as_sent(cluster: Cluster, topic: str, partition: int, codec: str) -> None:
+    """The leader kept the producer's codec (compression.type=producer). A batch may also be
+    stored uncompressed: kafka-python and librdkafka send a batch as it is when compressing it
+    does not make it smaller (a lone small record, say), so NONE beside the codec is the
+    client's choice, not the broker's."""
+    stored = stored_codecs(cluster, topic, partition)
+    assert CODECS[codec] in stored, stored
+    assert stored <= {CODECS[codec], CompressionType.NONE}, stored
+
+
 def non_controller_partition(cluster: Cluster, topic: str, partitions: int) -> tuple[int, int]:
     """A partition of `topic` led by a broker that is not the controller, and its leader, so
     that killing the leader is a partition failover and not also a controller election."""

@@ -22,14 +22,13 @@ from kafkactor.storage import Record
 from kafkactor.testing import Cluster
 from tests.wire.support import (
     BASE_TIMESTAMP_MS,
-    CODECS,
     READ_S,
     EventLog,
     Read,
+    assert_stored_as_sent,
     check_negotiated,
     non_controller_partition,
     read_in_process,
-    stored_codecs,
     wait_until,
 )
 
@@ -218,7 +217,7 @@ def test_compressed_batches_are_stored_valid_and_read_back(
     ok(kcat(cluster, "-P", "-t", topic, "-p", "0", "-K", ":", "-z", codec, stdin=lines(keyed)))
 
     # the broker kept the producer's codec (compression.type=producer) ...
-    assert stored_codecs(cluster, topic, 0) == {CODECS[codec]}
+    assert_stored_as_sent(cluster, topic, 0, codec)
     # ... in batches both kcat and kafkactor's own record code read back
     wanted = [tuple(kv.encode() for kv in line.split(":", 1)) for line in keyed]
     by_kcat = [as_read(e) for e in consume(cluster, topic)]

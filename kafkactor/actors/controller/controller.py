@@ -524,7 +524,7 @@ class ControllerActor(TracedActor):
         self.log_event(
             "controller.replica_deletion_failed",
             replica=broker,
-            partitions=partitions,
+            failed_partitions=partitions,
             error=error.name,
             error_code=int(error),
         )
