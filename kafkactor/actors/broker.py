@@ -234,7 +234,12 @@ class Broker:
             )
         apis = KafkaApis(broker, self.config.apis, admin=self.admin, producer_ids=producer_ids)
         ref = KafkaApisActor.start(
-            addresses.kafka_apis(broker), self.directory, self.clock, broker, apis=apis
+            addresses.kafka_apis(broker),
+            self.directory,
+            self.clock,
+            broker,
+            apis=apis,
+            scheduler=self.scheduler,
         )
         self.directory.register(addresses.kafka_apis(broker), ref)
         self.refs.append(ref)

@@ -330,7 +330,9 @@ class AdminApis:
                 code, message = checked[topic.name] or failed.get(
                     topic.name, (ErrorCode.NONE, None)
                 )
-                if isinstance(outcomes, BaseException):
+                if isinstance(outcomes, TimeoutError):
+                    code, message = ErrorCode.REQUEST_TIMED_OUT, str(outcomes)
+                elif isinstance(outcomes, BaseException):
                     code, message = ErrorCode.UNKNOWN_SERVER_ERROR, str(outcomes)
                 results.append(
                     build(result_type, name=topic.name, error_code=code, error_message=message)

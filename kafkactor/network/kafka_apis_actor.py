@@ -10,12 +10,12 @@ from typing import Any
 
 from kafkactor.actors.runtime import Directory, TracedActor, addresses, handles
 from kafkactor.actors.runtime.actor import TraceContext
-from kafkactor.messages import Response
+from kafkactor.messages import ErrorCode, ErrorResponse, Response
 from kafkactor.network.codec import encode_response
 from kafkactor.network.kafka_apis import KafkaApis
 from kafkactor.network.request_channel import NetworkRequest, NetworkResponse
 from kafkactor.network.steps import Admin, Answer, Ask, Close, NoAnswer, Step
-from kafkactor.timer import Clock
+from kafkactor.timer import Clock, ScheduledTask, Scheduler
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,11 +26,18 @@ class _AdminDone:
     result: Any
 
 
+@dataclass(frozen=True, slots=True)
+class _SweepPending:
+    """Time to answer the requests whose actor or admin work has not answered in time."""
+
+
 @dataclass(slots=True)
 class _Pending:
     request: NetworkRequest
     then: Callable[[Any], Step]
     trace: TraceContext | None
+    deadline_ms: int
+    admin: bool = False  # resumed with the admin work's result, not an actor's Response
 
 
 class KafkaApisActor(TracedActor):
@@ -42,6 +49,11 @@ class KafkaApisActor(TracedActor):
     block, and an actor never blocks) and resumes when it finishes. The final step is
     encoded and told to the socket server as a `NetworkResponse`. A step that fails closes
     the request's connection with the reason, and the actor keeps serving.
+
+    Nothing waits forever: an Ask or Admin step not answered within `answer_timeout_ms`
+    (longer than any request's own timeout) resumes with REQUEST_TIMED_OUT, so a lost answer
+    costs one error response, not a connection whose later responses queue behind it, nor a
+    pending entry kept for ever. A sweep every `sweep_ms` (on the broker's scheduler) finds them.
     """
 
     def __init__(
@@ -52,15 +64,35 @@ class KafkaApisActor(TracedActor):
         broker: int,
         *,
         apis: KafkaApis,
+        scheduler: Scheduler | None = None,
+        answer_timeout_ms: int = 120_000,
+        sweep_ms: int = 1000,
     ) -> None:
         super().__init__(address, directory, clock, broker)
         self.apis = apis
+        self.scheduler = scheduler
+        self.answer_timeout_ms = answer_timeout_ms
+        self.sweep_ms = sweep_ms
+        self._sweeper: ScheduledTask | None = None
         self.socket_server = addresses.socket_server(broker)
         self._ids = itertools.count(1)
         self._pending: dict[int, _Pending] = {}
         self._admin = ThreadPoolExecutor(1, thread_name_prefix=f"broker-{broker}-admin")
 
+    def on_start(self) -> None:
+        super().on_start()
+        if self.scheduler is not None:
+            me = self.actor_ref
+            self._sweeper = self.scheduler.schedule(
+                f"{self.address}-sweep",
+                lambda: me.tell(_SweepPending()) if me.is_alive() else None,
+                delay_ms=self.sweep_ms,
+                period_ms=self.sweep_ms,
+            )
+
     def on_stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         self._admin.shutdown(wait=False, cancel_futures=True)
         self._pending.clear()
         super().on_stop()
@@ -80,6 +112,24 @@ class KafkaApisActor(TracedActor):
         pending = self._pending.pop(done.token, None)
         if pending is not None:
             self._run(pending.request, lambda: pending.then(done.result), pending.trace)
+
+    @handles(_SweepPending)
+    def _on_sweep(self, _sweep: _SweepPending) -> None:
+        now = self.clock.now_ms()
+        overdue = [token for token, p in self._pending.items() if p.deadline_ms <= now]
+        for token in overdue:
+            self._time_out(token, self._pending.pop(token))
+
+    def _time_out(self, token: int, pending: _Pending) -> None:
+        reason = f"no answer within {self.answer_timeout_ms} ms"
+        timed_out: Any = (
+            TimeoutError(reason)  # what admin work that raised would have handed on
+            if pending.admin
+            else ErrorResponse(
+                correlation_id=token, error_code=ErrorCode.REQUEST_TIMED_OUT, message=reason
+            )
+        )
+        self._run(pending.request, lambda: pending.then(timed_out), pending.trace)
 
     def _run(
         self,
@@ -107,11 +157,14 @@ class KafkaApisActor(TracedActor):
         elif isinstance(step, Ask):
             token = next(self._ids)
             context = trace if trace is not None else self.trace_context
-            self._pending[token] = _Pending(request, step.then, context)
+            self._pending[token] = _Pending(request, step.then, context, self._deadline())
             outgoing = replace(step.request, reply_to=self.address, correlation_id=token)
             self.send(step.address, outgoing, trace=context)
         else:
             self._admin_step(request, step, trace)
+
+    def _deadline(self) -> int:
+        return self.clock.now_ms() + self.answer_timeout_ms
 
     @staticmethod
     def _encode(request: NetworkRequest, answer: Answer) -> bytes:
@@ -122,7 +175,11 @@ class KafkaApisActor(TracedActor):
     def _admin_step(self, request: NetworkRequest, step: Admin, trace: TraceContext | None) -> None:
         token = next(self._ids)
         self._pending[token] = _Pending(
-            request, step.then, trace if trace is not None else self.trace_context
+            request,
+            step.then,
+            trace if trace is not None else self.trace_context,
+            self._deadline(),
+            admin=True,
         )
         me = self.actor_ref
 
