@@ -70,12 +70,16 @@ class ErrorCode(enum.IntEnum):
     SASL_AUTHENTICATION_FAILED = 58
     UNKNOWN_PRODUCER_ID = 59
     REASSIGNMENT_IN_PROGRESS = 60
-    # (61-72: delegation tokens, fetch sessions and listeners, not modelled)
+    # (61-67, 70-72: delegation tokens, fetch sessions and listeners, not modelled)
+    NON_EMPTY_GROUP = 68
+    GROUP_ID_NOT_FOUND = 69
     TOPIC_DELETION_DISABLED = 73
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
     UNSUPPORTED_COMPRESSION_TYPE = 76
     STALE_BROKER_EPOCH = 77
+    MEMBER_ID_REQUIRED = 79
+    UNSTABLE_OFFSET_COMMIT = 88
 
     @property
     def retriable(self) -> bool:
@@ -100,5 +104,6 @@ _RETRIABLE = frozenset(
         ErrorCode.KAFKA_STORAGE_ERROR,
         ErrorCode.FENCED_LEADER_EPOCH,
         ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.UNSTABLE_OFFSET_COMMIT,
     }
 )
