@@ -42,6 +42,7 @@ from kafkactor.messages.replication import StopReplica, UpdateMetadata
 from kafkactor.network.api_versions import ApiKey
 from kafkactor.network.kafka_apis import KafkaApis, Step
 from kafkactor.storage import LEADER_EPOCH_CHECKPOINT, Log, LogConfig, Record
+from kafkactor.storage.log_cleaner import LogCleaner
 from kafkactor.testing import Cluster
 from kafkactor.timer import ManualClock, Scheduler
 from kafkactor.timer.system_timer import Timer
@@ -142,6 +143,16 @@ NOT_EXERCISED = {
         "needs a broker to refuse a LeaderAndIsr from a controller already deposed that does "
         "not know it yet (a race with its session loss); the refusing side, "
         "replica_manager.stale_controller, is exercised here"
+    ),
+    "log_cleaner.aborted": (
+        "needs a compacted log truncated, closed or deleted while its cleaning builds the "
+        "cleaned segments (tests/storage/test_log_cleaner.py aborts one through its hook)"
+    ),
+    "log_cleaner.failed": (
+        "needs a storage error while cleaning a compacted log (a disk failing under it)"
+    ),
+    "log_cleaner.checkpoint_unreadable": (
+        "needs a damaged cleaner-offset-checkpoint in a data dir with compacted logs"
     ),
     "broker.zk_register_failed": (
         "needs the broker's re-registration after a session expiry to time out, i.e. an old "
@@ -348,6 +359,13 @@ def _storage_scenario(root: Path, events: EventLog) -> None:
     log.close()
     for name in ("log.leader_epochs_rebuilt", "log.truncated_fully"):
         assert events.named(name), f"the tiny log logged no {name}"
+    # a compacted log keeps the latest record per key: the cleaner rewrites its dirty segments
+    compacted = Log(root / "compacted-0", LogConfig(segment_bytes=200, cleanup_policy="compact"))
+    for i in range(12):
+        compacted.append_as_leader([Record(b"key-%d" % (i % 3), b"v%02d" % i, 1_000)], 0)
+    assert LogCleaner().clean(compacted, clock.now_ms()) is not None
+    compacted.close()
+    assert events.named("log_cleaner.cleaned"), "the compacted log logged no log_cleaner.cleaned"
 
 
 def _failing_tasks(events: EventLog) -> None:

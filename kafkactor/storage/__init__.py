@@ -39,6 +39,13 @@ from kafkactor.storage.leader_epoch import (
     LeaderEpochCheckpoint,
 )
 from kafkactor.storage.log import Log, parse_topic_partition
+from kafkactor.storage.log_cleaner import SWAP_STEPS, CleanerStats, LogCleaner, OffsetMap
+from kafkactor.storage.log_cleaner_manager import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LogCleanerManager,
+    LogCleaningAbortedError,
+    LogToClean,
+)
 from kafkactor.storage.log_info import LogAppendInfo, LogOffsetMetadata, LogReadResult
 from kafkactor.storage.log_loader import LEADER_EPOCH_CHECKPOINT, parse_base_offset
 from kafkactor.storage.log_manager import (
@@ -77,6 +84,7 @@ from kafkactor.storage.time_index import (
 )
 
 __all__ = [
+    "CLEANER_OFFSET_CHECKPOINT",
     "CLEAN_SHUTDOWN_FILE",
     "CREATE_TIME",
     "EARLIEST_TIMESTAMP",
@@ -94,10 +102,12 @@ __all__ = [
     "NO_TIMESTAMP",
     "RECORD_BATCH_OVERHEAD",
     "RECOVERY_POINT_CHECKPOINT",
+    "SWAP_STEPS",
     "UNDEFINED_EPOCH",
     "UNDEFINED_EPOCH_OFFSET",
     "BytesLike",
     "CheckpointError",
+    "CleanerStats",
     "CompressionType",
     "CorruptIndexError",
     "CorruptRecordError",
@@ -114,6 +124,9 @@ __all__ = [
     "LeaderEpochCheckpoint",
     "Log",
     "LogAppendInfo",
+    "LogCleaner",
+    "LogCleanerManager",
+    "LogCleaningAbortedError",
     "LogClosedError",
     "LogConfig",
     "LogManager",
@@ -121,9 +134,11 @@ __all__ = [
     "LogOffsetMetadata",
     "LogReadResult",
     "LogSegment",
+    "LogToClean",
     "OffsetAndTimestamp",
     "OffsetCheckpoint",
     "OffsetIndex",
+    "OffsetMap",
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
     "Record",

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 _WEEK_MS = 7 * 24 * 60 * 60 * 1000
+_DAY_MS = 24 * 60 * 60 * 1000
+
+COMPACT: Final = "compact"
+DELETE: Final = "delete"
+_POLICIES: Final = (COMPACT, DELETE)  # the canonical order of "compact,delete"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -27,8 +33,25 @@ class LogConfig:
     min_insync_replicas: int = 1  # min.insync.replicas: ISR size an acks=-1 produce needs
     # unclean.leader.election.enable: with the whole ISR dead, may a replica outside it lead?
     unclean_leader_election_enable: bool = False
+    # cleanup.policy: "delete" (retention), "compact" (the log cleaner), or both (KIP-71),
+    # written "compact,delete" whichever order it was given in.
+    cleanup_policy: str = DELETE
+    delete_retention_ms: int = _DAY_MS  # delete.retention.ms: how long tombstones stay cleaned
+    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
+    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms: younger segments stay uncleaned
+
+    @property
+    def compact(self) -> bool:
+        """Whether the log cleaner compacts this log (`cleanup.policy` holds `compact`)."""
+        return COMPACT in self.cleanup_policy.split(",")
+
+    @property
+    def delete(self) -> bool:
+        """Whether retention by time and size applies (`cleanup.policy` holds `delete`)."""
+        return DELETE in self.cleanup_policy.split(",")
 
     def __post_init__(self) -> None:
+        self._check_cleanup()
         if self.segment_bytes < 1:
             raise ValueError(f"segment_bytes must be positive, got {self.segment_bytes}")
         if self.segment_ms < 1:
@@ -45,3 +68,20 @@ class LogConfig:
             raise ValueError(f"min_insync_replicas must be >= 1: {self.min_insync_replicas}")
         if self.flush_interval_ms is not None and self.flush_interval_ms < 0:
             raise ValueError("flush_interval_ms must be >= 0 or None")
+
+    def _check_cleanup(self) -> None:
+        policies = [part.strip() for part in str(self.cleanup_policy).lower().split(",")]
+        if not policies or len(set(policies)) != len(policies) or not set(policies) <= {*_POLICIES}:
+            raise ValueError(
+                f"cleanup_policy must be delete, compact or compact,delete: {self.cleanup_policy!r}"
+            )
+        canonical = ",".join(policy for policy in _POLICIES if policy in policies)
+        object.__setattr__(self, "cleanup_policy", canonical)  # frozen: normalise once, here
+        if self.delete_retention_ms < 0:
+            raise ValueError(f"delete_retention_ms must be >= 0: {self.delete_retention_ms}")
+        if self.min_compaction_lag_ms < 0:
+            raise ValueError(f"min_compaction_lag_ms must be >= 0: {self.min_compaction_lag_ms}")
+        if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:
+            raise ValueError(
+                f"min_cleanable_dirty_ratio must be in [0, 1]: {self.min_cleanable_dirty_ratio}"
+            )

@@ -10,13 +10,15 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from kafkactor import tracing
 from kafkactor.storage.checkpoint import TopicPartition
 from kafkactor.storage.config import LogConfig
 from kafkactor.storage.errors import (
+    CorruptRecordError,
     InvalidAppendOffsetError,
     InvalidLogDirectoryError,
     LogClosedError,
@@ -41,6 +43,7 @@ from kafkactor.timer import Clock, Scheduler, SystemClock
 _log = tracing.get_logger("kafkactor.storage")
 
 _MAX_RELATIVE_OFFSET = 2**31 - 1
+_T = TypeVar("_T")
 
 
 def _is_ascii_number(text: str) -> bool:
@@ -204,6 +207,8 @@ class Log:
                 # are stamped in one copy of the buffer.
                 data = bytearray(records)
                 batches = self._validated(data, deep=True)
+                if self.config.compact:
+                    self._check_keys(batches)
                 duplicate = self._producers.validate_leader_append(batches)
                 if duplicate is not None:
                     return _duplicate_append(duplicate, batches)
@@ -216,6 +221,8 @@ class Log:
                 return info
             if not records:
                 raise ValueError("an append needs at least one record")
+            if self.config.compact and any(record.key is None for record in records):
+                raise CorruptRecordError(self._keyless_message(), 0)
             built = build_batch(records, first, leader_epoch)
             return self._append(
                 built,
@@ -248,6 +255,15 @@ class Log:
             )
             self._producers.update_from_batches(batches)
             return info
+
+    def _check_keys(self, batches: list[RecordBatch]) -> None:
+        # Kafka's LogValidator.validateKey: a compacted log refuses a record without a key.
+        for batch in batches:
+            if not batch.is_control_batch and any(r.key is None for r in batch.records()):
+                raise CorruptRecordError(self._keyless_message(), batch.position)
+
+    def _keyless_message(self) -> str:
+        return f"compacted topic cannot accept a record without a key ({self.topic_partition})"
 
     def _validated(self, records: BytesLike, *, deep: bool) -> list[RecordBatch]:
         batches = list(iter_batches(records, deep=deep))
@@ -537,10 +553,13 @@ class Log:
         """Apply retention by age and by size; returns the number of segments deleted.
 
         Only whole, inactive segments are deleted, oldest first; the log start offset moves to
-        the first remaining segment.
+        the first remaining segment. A log whose `cleanup.policy` lacks `delete` (compact only)
+        keeps every segment, as Kafka's `deleteOldSegments`.
         """
         with self._lock:
             self._check_open()
+            if not self.config.delete:
+                return 0
             deleted = self._delete_expired_by_age() + self._delete_beyond_size()
             if deleted:
                 self._log_start_offset = max(self._log_start_offset, self._bases[0])
@@ -579,6 +598,52 @@ class Log:
             self._log_segments.remove(oldest.base_offset).delete()
             deleted += 1
         return deleted
+
+    # -- compaction (the log cleaner's side: kafkactor.storage.log_cleaner) ----------------------
+
+    @property
+    def truncations(self) -> int:
+        """How many truncations the log has seen: a clean built meanwhile is not swapped in."""
+        return self._truncations
+
+    def read_segments(self, reader: Callable[[list[LogSegment]], _T]) -> _T:
+        """`reader(segments)` under the log's lock, the segments oldest first (the last one
+        active): the cleaner's consistent view of them. `reader` must not keep using the
+        segments after it returns; it opens its own descriptors to read their files later."""
+        with self._lock:
+            self._check_open()
+            return reader([self._segments[base] for base in self._bases])
+
+    def replace_segments(
+        self,
+        new_segment: LogSegment,
+        old_segments: Sequence[LogSegment],
+        expected_truncations: int,
+        swap_files: Callable[[], None],
+    ) -> bool:
+        """Put a cleaned segment in place of `old_segments` (Kafka's `replaceSegments`).
+
+        Under the lock: unless the log was closed or truncated since the cleaner read it
+        (`expected_truncations`) or one of `old_segments` has left it (retention), call
+        `swap_files()` (the cleaner's crash-safe renames) and then replace the segments in the
+        segment map. The old segments' files may have been renamed but are not closed: the
+        caller closes and removes them. Returns False, touching nothing, when the log changed.
+        """
+        with self._lock:
+            if (
+                self._closed
+                or self._truncations != expected_truncations
+                or any(self._segments.get(old.base_offset) is not old for old in old_segments)
+                or not old_segments
+                or new_segment.base_offset != old_segments[0].base_offset
+                or old_segments[-1].base_offset == self._bases[-1]  # never the active segment
+            ):
+                return False
+            swap_files()
+            for old in old_segments:
+                self._log_segments.remove(old.base_offset)
+            self._log_segments.add(new_segment)
+            return True
 
     # -- leader epochs -------------------------------------------------------------------------
 

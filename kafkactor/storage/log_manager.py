@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import threading
 from dataclasses import dataclass, field
@@ -13,9 +14,25 @@ from kafkactor.storage.checkpoint import OffsetCheckpoint, TopicPartition
 from kafkactor.storage.config import LogConfig
 from kafkactor.storage.errors import StorageError
 from kafkactor.storage.log import Log, parse_topic_partition
+from kafkactor.storage.log_cleaner import CleanerStats, LogCleaner
+from kafkactor.storage.log_cleaner_manager import (
+    CLEANER_OFFSET_CHECKPOINT,
+    LogCleanerManager,
+    LogCleaningAbortedError,
+)
 from kafkactor.timer import Clock, ScheduledTask, Scheduler, SystemClock
 
 _log = tracing.get_logger("kafkactor.storage")
+
+__all__ = [
+    "CLEANER_OFFSET_CHECKPOINT",
+    "CLEAN_SHUTDOWN_FILE",
+    "LOCK_FILE",
+    "RECOVERY_POINT_CHECKPOINT",
+    "DataDirectoryInUseError",
+    "LogManager",
+    "LogManagerConfig",
+]
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
@@ -34,6 +51,16 @@ class LogManagerConfig:
     retention_check_interval_ms: int = 5 * 60 * 1000  # log.retention.check.interval.ms
     flush_check_interval_ms: int = 1000  # log.flush.scheduler.interval.ms (Kafka: Long.Max)
     recovery_point_checkpoint_interval_ms: int = 60_000  # log.flush.offset.checkpoint.interval.ms
+    # log.cleaner.threads: 0 turns compaction off (Kafka's log.cleaner.enable=false); one
+    # cleaner at most here, run on the scheduler
+    cleaner_threads: int = 1
+    cleaner_backoff_ms: int = 15_000  # log.cleaner.backoff.ms: how often compaction is tried
+
+    def __post_init__(self) -> None:
+        if self.cleaner_threads not in (0, 1):
+            raise ValueError(f"cleaner_threads must be 0 or 1, got {self.cleaner_threads}")
+        if self.cleaner_backoff_ms < 1:
+            raise ValueError(f"cleaner_backoff_ms must be positive, got {self.cleaner_backoff_ms}")
 
 
 class LogManager:
@@ -42,9 +69,11 @@ class LogManager:
     On `startup()` it locks the directory, opens every `<topic>-<partition>` log in it and
     recovers them from the recovery points in `recovery-point-offset-checkpoint`, or skips
     recovery when the previous shutdown was clean (`.kafka_cleanshutdown` present). It then
-    schedules retention, flushing of logs older than their `flush_interval_ms`, and the
-    recovery-point checkpoint on the given Scheduler. `shutdown()` flushes, checkpoints, closes
-    every log and leaves the clean-shutdown marker.
+    schedules retention, flushing of logs older than their `flush_interval_ms`, the
+    recovery-point checkpoint and, unless `cleaner_threads` is 0, compaction of the logs with
+    `cleanup.policy=compact` (`clean_logs`, Kafka's cleaner thread) on the given Scheduler.
+    `shutdown()` stops a cleaning in progress, flushes, checkpoints, closes every log and
+    leaves the clean-shutdown marker.
     """
 
     def __init__(
@@ -66,6 +95,8 @@ class LogManager:
         self._tasks: list[ScheduledTask] = []
         self._checkpoint = OffsetCheckpoint(self.data_dir / RECOVERY_POINT_CHECKPOINT)
         self.had_clean_shutdown = False
+        self.cleaner = LogCleaner()
+        self.cleaner_manager = LogCleanerManager(self.data_dir, self.all_logs)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -98,6 +129,15 @@ class LogManager:
                 period_ms=interval.recovery_point_checkpoint_interval_ms,
             ),
         ]
+        if interval.cleaner_threads:
+            self._tasks.append(
+                self.scheduler.schedule(
+                    "kafka-log-cleaner",
+                    self.clean_logs,
+                    delay_ms=interval.cleaner_backoff_ms,
+                    period_ms=interval.cleaner_backoff_ms,
+                )
+            )
         return self
 
     def _load_logs(self) -> None:
@@ -125,6 +165,7 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Stop the periodic jobs, flush and checkpoint every log, close them, mark clean."""
+        self._stop_cleaning()
         with self._lock:
             if self._lock_fd is None:
                 return
@@ -148,6 +189,7 @@ class LogManager:
         points. `lose_unflushed=True` models an OS crash or power loss instead: every log also
         loses what it had not fsynced (see `Log.crash`).
         """
+        self._stop_cleaning()
         with self._lock:
             if self._lock_fd is None:
                 return
@@ -156,6 +198,14 @@ class LogManager:
                 log.crash(lose_unflushed=lose_unflushed)
             self._logs.clear()
             self._release_directory_lock()
+
+    def _stop_cleaning(self) -> None:
+        # Outside the manager's lock: the cleaning being waited for may need it to finish.
+        with self._lock:
+            for task in self._tasks:
+                if task.name == "kafka-log-cleaner":
+                    task.cancel()
+        self.cleaner_manager.abort_cleaning()
 
     def _cancel_tasks(self) -> None:
         for task in self._tasks:
@@ -215,7 +265,10 @@ class LogManager:
         with self._lock:
             log = self._logs.pop(tp, None)
         if log is not None:
+            self.cleaner_manager.abort_cleaning(tp)  # it writes files in the directory
             log.delete()
+            if log.config.compact:
+                self.cleaner_manager.update_checkpoints()  # drops its first dirty offset
 
     def all_logs(self) -> dict[TopicPartition, Log]:
         with self._lock:
@@ -226,6 +279,40 @@ class LogManager:
     def cleanup_logs(self) -> int:
         """Apply retention to every log; returns the number of segments deleted."""
         return sum(log.delete_old_segments() for log in self.all_logs().values())
+
+    def clean_logs(self) -> list[CleanerStats]:
+        """Compact the filthiest compacted logs, one after the other, while one's dirty ratio is
+        above its `min.cleanable.dirty.ratio` (each log once a run); returns what each cleaning
+        did. Kafka's cleaner thread, run every `cleaner_backoff_ms` on the Scheduler."""
+        now = self.clock.now_ms()
+        done: list[CleanerStats] = []
+        tried: set[TopicPartition] = set()
+        manager = self.cleaner_manager
+        while (to_clean := manager.grab_filthiest_compacted_log(now, skip=tried)) is not None:
+            tp = to_clean.topic_partition
+            tried.add(tp)
+            end_offset: int | None = None
+            try:
+                stats = self.cleaner.clean(
+                    to_clean.log,
+                    now,
+                    to_clean.first_dirty_offset,
+                    check_done=functools.partial(manager.check_cleaning_aborted, tp),
+                )
+                if stats is not None:
+                    end_offset = stats.end_offset
+                    done.append(stats)
+            except LogCleaningAbortedError as error:
+                _log.info(
+                    "log_cleaner.aborted", topic=tp.topic, partition=tp.partition, reason=str(error)
+                )
+            except (StorageError, OSError) as error:  # tried again at the next run
+                _log.warning(
+                    "log_cleaner.failed", topic=tp.topic, partition=tp.partition, error=str(error)
+                )
+            finally:
+                manager.done_cleaning(tp, end_offset)
+        return done
 
     def flush_dirty_logs(self) -> None:
         """Flush every log whose last flush is older than its `flush_interval_ms`."""

@@ -140,14 +140,18 @@ class LogSegment:
         max_index_size: int,
         created_ms: int,
         max_batch_size: int = MAX_BATCH_SIZE,
+        file_suffix: str = "",
     ) -> None:
+        # `file_suffix` follows each file's name: the log cleaner writes a `.cleaned` segment
         self.base_offset = base_offset
-        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        self.log_path = directory / (segment_file_name(base_offset, LOG_SUFFIX) + file_suffix)
         self.index_interval_bytes = index_interval_bytes
         self.max_batch_size = max_batch_size
         self.created_ms = created_ms
-        index_path = directory / segment_file_name(base_offset, INDEX_SUFFIX)
-        time_index_path = directory / segment_file_name(base_offset, TIME_INDEX_SUFFIX)
+        index_path = directory / (segment_file_name(base_offset, INDEX_SUFFIX) + file_suffix)
+        time_index_path = directory / (
+            segment_file_name(base_offset, TIME_INDEX_SUFFIX) + file_suffix
+        )
         self._index_existed = index_path.exists()
         self._time_index_existed = time_index_path.exists()
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -246,7 +250,9 @@ class LogSegment:
         for header in headers:
             if header.max_timestamp > largest.timestamp:
                 largest = TimestampOffset(header.max_timestamp, header.last_offset)
-        if self._bytes_since_index_entry > self.index_interval_bytes:
+        # A full index (a log rolls first; the cleaner's merged segments may fill one) takes no
+        # more entries, as in recovery: lookups stay correct with a sparser index.
+        if self._bytes_since_index_entry > self.index_interval_bytes and not self.index.is_full:
             self.index.append(largest_offset, self.size)
             # A full time index (only the roll's slot left) gets no more entries: lookups
             # stay correct with a sparser index (Kafka would roll the segment instead).
@@ -533,11 +539,33 @@ class LogSegment:
             finally:
                 os.close(self._fd)
 
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename the three files from `old_suffix` to `new_suffix` (Kafka's
+        `changeFileSuffixes`: `.cleaned` to `.swap` to none, or none to `.deleted`).
+
+        The open descriptors follow the files, so the segment stays readable throughout.
+        """
+
+        def renamed(path: Path) -> Path:
+            if not path.name.endswith(old_suffix):
+                raise StorageError(f"{path} does not end with {old_suffix!r}")
+            return path.with_name(path.name[: len(path.name) - len(old_suffix)] + new_suffix)
+
+        target = renamed(self.log_path)
+        os.replace(self.log_path, target)
+        self.log_path = target
+        self.index.rename_to(renamed(self.index.path))
+        self.time_index.rename_to(renamed(self.time_index.path))
+
     def delete(self) -> None:
         """Close and remove the three files, through a `.deleted` rename as Kafka does."""
         self.close()
         for path in (self.log_path, self.index.path, self.time_index.path):
-            doomed = path.with_name(path.name + DELETED_SUFFIX)
+            doomed = (
+                path
+                if path.name.endswith(DELETED_SUFFIX)
+                else path.with_name(path.name + DELETED_SUFFIX)
+            )
             try:
                 path.rename(doomed)
             except FileNotFoundError:

@@ -255,6 +255,10 @@ TOPIC_CONFIG_KEYS: dict[str, str] = {
     "file.delete.delay.ms": "file_delete_delay_ms",
     "min.insync.replicas": "min_insync_replicas",
     "unclean.leader.election.enable": "unclean_leader_election_enable",
+    "cleanup.policy": "cleanup_policy",
+    "delete.retention.ms": "delete_retention_ms",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
 }
 _FIELD_KEYS = {field: key for key, field in TOPIC_CONFIG_KEYS.items()}
 
@@ -284,6 +288,13 @@ def log_config_from(overrides: Mapping[str, str], base: LogConfig | None = None)
             if str(text).lower() not in ("true", "false"):
                 raise ValueError(f"{key} must be true or false, not {text!r}")
             changes[field] = str(text).lower() == "true"
+        elif field == "cleanup_policy":
+            changes[field] = str(text)  # LogConfig checks and normalises the policy list
+        elif field == "min_cleanable_dirty_ratio":
+            try:
+                changes[field] = float(text)
+            except ValueError:
+                raise ValueError(f"{key} must be a number, not {text!r}") from None
         else:
             try:
                 changes[field] = int(text)
