@@ -38,6 +38,7 @@ from kafkactor.actors.coordinator.results import (
     OffsetFetchPartition,
     SyncGroupResult,
     SyncOutcome,
+    append_error,
 )
 from kafkactor.common import TopicPartition
 from kafkactor.messages.errors import ErrorCode
@@ -45,21 +46,7 @@ from kafkactor.messages.errors import ErrorCode
 
 def offset_append_error(error: ErrorCode) -> ErrorCode:
     """How Kafka's storeOffsets answers a failed append of committed offsets."""
-    if error in (
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.NOT_ENOUGH_REPLICAS,
-        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-    ):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if error in (ErrorCode.NOT_LEADER_FOR_PARTITION, ErrorCode.KAFKA_STORAGE_ERROR):
-        return ErrorCode.NOT_COORDINATOR
-    if error in (
-        ErrorCode.MESSAGE_TOO_LARGE,
-        ErrorCode.RECORD_LIST_TOO_LARGE,
-        ErrorCode.INVALID_FETCH_SIZE,
-    ):
-        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
-    return error
+    return append_error(error, too_large=ErrorCode.INVALID_COMMIT_OFFSET_SIZE)
 
 
 class GroupCoordinatorCore:

@@ -29,6 +29,7 @@ from kafkactor.actors.coordinator.results import (
     LeaveOutcome,
     SyncGroupResult,
     SyncOutcome,
+    append_error,
 )
 from kafkactor.messages.errors import ErrorCode
 
@@ -63,23 +64,11 @@ class _JoinTimer:
 
 def group_append_error(error: ErrorCode) -> ErrorCode:
     """How Kafka's storeGroup answers a failed append of group metadata."""
-    if error in (
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.NOT_ENOUGH_REPLICAS,
-        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-    ):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if error in (ErrorCode.NOT_LEADER_FOR_PARTITION, ErrorCode.KAFKA_STORAGE_ERROR):
-        return ErrorCode.NOT_COORDINATOR
-    if error is ErrorCode.REQUEST_TIMED_OUT:
-        return ErrorCode.REBALANCE_IN_PROGRESS
-    if error in (
-        ErrorCode.MESSAGE_TOO_LARGE,
-        ErrorCode.RECORD_LIST_TOO_LARGE,
-        ErrorCode.INVALID_FETCH_SIZE,
-    ):
-        return ErrorCode.UNKNOWN_SERVER_ERROR
-    return error
+    return append_error(
+        error,
+        too_large=ErrorCode.UNKNOWN_SERVER_ERROR,
+        timed_out=ErrorCode.REBALANCE_IN_PROGRESS,
+    )
 
 
 class Rebalancer:

@@ -255,3 +255,29 @@ class EffectsBuilder:
             check_join=self.check_join,
             group_writes=tuple(self.writes),
         )
+
+
+def append_error(
+    error: ErrorCode, *, too_large: ErrorCode, timed_out: ErrorCode | None = None
+) -> ErrorCode:
+    """What a coordinator answers when its append to `__consumer_offsets` failed with `error`
+    (Kafka's storeOffsets and storeGroup): the partition has no leader or too few replicas:
+    COORDINATOR_NOT_AVAILABLE; it is led elsewhere or its disk failed: NOT_COORDINATOR; the
+    record was too large: `too_large`; a timeout: `timed_out` when given; else `error`."""
+    if error in (
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    ):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if error in (ErrorCode.NOT_LEADER_FOR_PARTITION, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    if timed_out is not None and error is ErrorCode.REQUEST_TIMED_OUT:
+        return timed_out
+    if error in (
+        ErrorCode.MESSAGE_TOO_LARGE,
+        ErrorCode.RECORD_LIST_TOO_LARGE,
+        ErrorCode.INVALID_FETCH_SIZE,
+    ):
+        return too_large
+    return error
