@@ -62,12 +62,14 @@ class ProduceResponse(Response):
 
 @message
 class FetchPartition:
-    """One partition's part of a fetch request: where to read from and at most how much."""
+    """One partition's part of a fetch request: where to read from and at most how much, and
+    the leader epoch the fetcher believes current (KIP-320; UNDEFINED_EPOCH: not checked)."""
 
     topic: str = ""
     partition: int = 0
     fetch_offset: int = 0
     max_bytes: int = 1024 * 1024
+    current_leader_epoch: int = UNDEFINED_EPOCH
 
 
 @message

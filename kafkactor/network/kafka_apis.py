@@ -195,6 +195,7 @@ class KafkaApis:
                     partition=int(p.partition),
                     fetch_offset=int(p.fetch_offset),
                     max_bytes=int(p.partition_max_bytes),
+                    current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
                 )
                 for topic in body.topics
                 for p in topic.partitions

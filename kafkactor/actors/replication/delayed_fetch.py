@@ -51,7 +51,12 @@ class DelayedFetch(RequestOperation):
         accumulated = 0
         for key, wanted in zip(self.keys, self.spec.partitions, strict=True):
             snapshot = self.snapshots.get(key)
-            if snapshot is None or not snapshot.exists or not snapshot.is_leader:
+            if (
+                snapshot is None
+                or not snapshot.exists
+                or not snapshot.is_leader
+                or _epoch_error(wanted, snapshot) is not None  # another epoch: tell it now
+            ):
                 return self.force_complete()  # cases A and B
             end = self._readable_end(snapshot)
             offset = wanted.fetch_offset
@@ -135,8 +140,13 @@ class DelayedFetch(RequestOperation):
 
         if snapshot is None or not snapshot.exists or log is None:
             return failed(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        if not snapshot.is_leader:
-            return failed(ErrorCode.NOT_LEADER_FOR_PARTITION)
+        leader_error = (
+            ErrorCode.NOT_LEADER_FOR_PARTITION
+            if not snapshot.is_leader
+            else _epoch_error(wanted, snapshot)
+        )
+        if leader_error is not None:
+            return failed(leader_error)
         max_offset = snapshot.high_watermark.offset if self.from_consumer else None
         try:
             if max_offset is not None and wanted.fetch_offset >= max_offset:
@@ -167,3 +177,15 @@ class DelayedFetch(RequestOperation):
             log_start_offset=snapshot.log_start_offset,
             records=records,
         )
+
+
+def _epoch_error(wanted: FetchPartition, snapshot: PartitionSnapshot) -> ErrorCode | None:
+    """KIP-320: a fetcher that names a leader epoch older than the leader's is fenced
+    (FENCED_LEADER_EPOCH: its metadata is stale); a newer one means this leader has not yet
+    learned of its epoch (UNKNOWN_LEADER_EPOCH). None when it names none or the current one."""
+    epoch = wanted.current_leader_epoch
+    if epoch < 0 or epoch == snapshot.leader_epoch:
+        return None
+    if epoch < snapshot.leader_epoch:
+        return ErrorCode.FENCED_LEADER_EPOCH
+    return ErrorCode.UNKNOWN_LEADER_EPOCH

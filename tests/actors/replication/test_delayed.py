@@ -16,6 +16,7 @@ or moved partition (cases A and B), a fetch offset on an older segment (case C) 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -966,3 +967,33 @@ def test_an_expiry_from_the_reaper_names_its_hop(h: Harness, events: EventLog) -
     (response,) = events.named("produce.response")
     assert completion_fields(response) == (EXPIRED, TRACE, expiry_span)
     assert response["outcome"] == "expired"
+
+
+@pytest.mark.parametrize(
+    ("current_leader_epoch", "expected"),
+    [
+        (-1, ErrorCode.NONE),  # named no epoch: not checked (a follower, an old client)
+        (3, ErrorCode.NONE),
+        (2, ErrorCode.FENCED_LEADER_EPOCH),  # the fetcher's metadata is stale
+        (4, ErrorCode.UNKNOWN_LEADER_EPOCH),  # this leader has not learned of that epoch yet
+    ],
+)
+def test_a_consumer_naming_another_leader_epoch_is_told_at_once_kip_320(
+    h: Harness,
+    logs: dict[str, Log],
+    tmp_path: Path,
+    current_leader_epoch: int,
+    expected: ErrorCode,
+) -> None:
+    log = open_log(logs, tmp_path)
+    append(log)
+    h.set(replace(log_snapshot(log, hw=1), leader_epoch=3))
+    named = replace(wanted(fetch_offset=1), current_leader_epoch=current_leader_epoch)
+
+    _, completed = h.submit(fetch_request(named))
+
+    # at the HW with nothing new: only a fetch with an epoch error is answered without waiting
+    assert completed is (expected is not ErrorCode.NONE)
+    if completed:
+        (data,) = h.fetch_response().partitions
+        assert data.error_code is expected
