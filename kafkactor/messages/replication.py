@@ -48,6 +48,7 @@ class ProducePartitionResult:
     error_code: ErrorCode = ErrorCode.NONE
     base_offset: int = -1
     log_append_time_ms: int = -1
+    log_start_offset: int = -1  # the leader's (Produce v5's field); -1 on an error
 
 
 @message
@@ -229,6 +230,7 @@ class AppendResult(Response):
     first_offset: int = -1
     last_offset: int = -1
     append_time_ms: int = -1
+    log_start_offset: int = -1  # the leader's, after the append (Produce v5's field)
 
 
 @message
@@ -385,6 +387,7 @@ class ProducePartitionStatus:
     required_offset: int = 0
     base_offset: int = -1
     error_code: ErrorCode = ErrorCode.NONE
+    log_start_offset: int = -1
 
 
 @message

@@ -171,7 +171,7 @@ class KafkaApis:
                 "error_code": r.error_code if r is not None else fallback,
                 "base_offset": r.base_offset if r is not None else -1,
                 "log_append_time": None,
-                "log_start_offset": -1,
+                "log_start_offset": r.log_start_offset if r is not None else -1,
                 "record_errors": (),
                 "error_message": None,
             },

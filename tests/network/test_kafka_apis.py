@@ -501,6 +501,21 @@ def test_produce_acks_1_and_all_answer_each_partition_with_the_replica_managers_
     ]
 
 
+@pytest.mark.parametrize("version", [5, 8])
+def test_produce_answers_carry_the_leaders_log_start_offset_from_v5(version: int) -> None:
+    step = ask(
+        handle(apis(), ApiKey.PRODUCE, version, produce_request(version, batch(b"a"))),
+        ProduceRequest,
+    )
+    response = ProduceResponse(
+        partitions=(
+            ProducePartitionResult(topic=TOPIC, partition=0, base_offset=41, log_start_offset=7),
+        )
+    )
+    body = answer(step.then(response), ApiKey.PRODUCE, version)
+    assert body.responses[0].partition_responses[0].log_start_offset == 7
+
+
 def test_produce_a_partition_the_response_omits_is_an_unknown_server_error() -> None:
     step = ask(handle(apis(), ApiKey.PRODUCE, 8, produce_request(8, batch(b"a"))), ProduceRequest)
     body = answer(step.then(produced()), ApiKey.PRODUCE, 8)

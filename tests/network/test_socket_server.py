@@ -197,6 +197,8 @@ def test_pipelined_produces_are_appended_and_answered_in_order(cluster: Cluster)
     assert [cid for cid, _ in answers] == list(range(30))
     offsets = [body.responses[0].partition_responses[0].base_offset for _, body in answers]
     assert offsets == list(range(30))  # appended in request order too
+    starts = {body.responses[0].partition_responses[0].log_start_offset for _, body in answers}
+    assert starts == {0}  # the leader's log start, as Produce v5+ carries it
 
 
 # -- frames that cannot be served ----------------------------------------------------------------

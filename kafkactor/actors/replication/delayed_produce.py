@@ -85,6 +85,7 @@ class DelayedProduce(RequestOperation):
                     error_code=error,
                     base_offset=status.base_offset if error is ErrorCode.NONE else -1,
                     log_append_time_ms=-1,
+                    log_start_offset=status.log_start_offset if error is ErrorCode.NONE else -1,
                 )
             )
         self._log_response(results)

@@ -160,6 +160,7 @@ class PartitionActor(TracedActor):
                 first_offset=info.first_offset,
                 last_offset=info.last_offset,
                 append_time_ms=self.clock.now_ms(),
+                log_start_offset=self.log.log_start_offset,
             ),
         )
 

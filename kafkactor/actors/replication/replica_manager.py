@@ -268,6 +268,7 @@ class ReplicaManagerActor(TracedActor):
                         partition=part.partition,
                         required_offset=response.last_offset + 1,
                         base_offset=response.first_offset,
+                        log_start_offset=response.log_start_offset,
                     )
                 )
                 continue
@@ -283,6 +284,7 @@ class ReplicaManagerActor(TracedActor):
                 partition=s.partition,
                 error_code=s.error_code,
                 base_offset=s.base_offset,
+                log_start_offset=s.log_start_offset,
             )
             for s in statuses
         ]
