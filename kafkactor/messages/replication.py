@@ -83,6 +83,9 @@ class FetchRequest(Request):
     max_wait_ms: int = 500
     min_bytes: int = 1
     partitions: tuple[FetchPartition, ...] = ()
+    # the whole response's limit (KIP-74; Fetch v3+): partitions read in order, each within its
+    # own max_bytes and what is left of this; the first batch read is returned whole anyway
+    max_bytes: int = 2**31 - 1
 
 
 @message
@@ -406,6 +409,7 @@ class FetchSpec:
     replica_id: int = CONSUMER_REPLICA_ID
     min_bytes: int = 1
     partitions: tuple[FetchPartition, ...] = ()
+    max_bytes: int = 2**31 - 1  # the whole response's (KIP-74)
     received_ms: int = -1  # when the replica manager received the request (its latency base)
 
 

@@ -94,10 +94,19 @@ class DelayedFetch(RequestOperation):
         return position
 
     def on_complete(self) -> None:
-        partitions = tuple(
-            self._read(key, wanted)
-            for key, wanted in zip(self.keys, self.spec.partitions, strict=True)
-        )
+        # KIP-74: partitions are read in request order, each within its own max_bytes and what
+        # the response's max_bytes leaves. A partition whose own limit the response's leaves
+        # intact gets its first batch whole, as before; once the response's limit binds, only
+        # while no partition has returned data yet (the response then stays within max_bytes
+        # but for one batch, which a fetcher must get to make progress)
+        left = self.spec.max_bytes
+        read: list[FetchPartitionData] = []
+        for key, wanted in zip(self.keys, self.spec.partitions, strict=True):
+            whole = left >= wanted.max_bytes or left == self.spec.max_bytes
+            data = self._read(key, wanted, budget=left, first=whole)
+            left = max(0, left - len(data.records))
+            read.append(data)
+        partitions = tuple(read)
         self._log_response(partitions)
         self.respond(
             FetchResponse(correlation_id=self.request.correlation_id, partitions=partitions)
@@ -124,7 +133,9 @@ class DelayedFetch(RequestOperation):
             completed_by=self.completion,
         )
 
-    def _read(self, key: str, wanted: FetchPartition) -> FetchPartitionData:
+    def _read(
+        self, key: str, wanted: FetchPartition, *, budget: int, first: bool
+    ) -> FetchPartitionData:
         snapshot = self.snapshots.get(key)
         log = self.logs.get(key)
 
@@ -156,7 +167,12 @@ class DelayedFetch(RequestOperation):
                     )
                 records = b""
             else:
-                records = log.read(wanted.fetch_offset, wanted.max_bytes, max_offset).records
+                records = log.read(
+                    wanted.fetch_offset,
+                    min(wanted.max_bytes, budget),
+                    max_offset,
+                    min_one_batch=first,
+                ).records
         except OffsetOutOfRangeError as error:
             # the log's own bounds, not the snapshot's: retention may have moved the start since
             return replace(

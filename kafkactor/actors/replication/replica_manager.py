@@ -389,6 +389,7 @@ class ReplicaManagerActor(TracedActor):
                     replica_id=request.replica_id,
                     min_bytes=request.min_bytes,
                     partitions=request.partitions,
+                    max_bytes=request.max_bytes,
                     received_ms=received_ms,
                 ),
                 keys=tuple(str(TopicPartition.of(p)) for p in request.partitions),

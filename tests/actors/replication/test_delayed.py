@@ -997,3 +997,46 @@ def test_a_consumer_naming_another_leader_epoch_is_told_at_once_kip_320(
     if completed:
         (data,) = h.fetch_response().partitions
         assert data.error_code is expected
+
+
+def test_the_responses_max_bytes_bounds_the_partitions_read_after_the_first_kip_74(
+    h: Harness, logs: dict[str, Log], tmp_path: Path
+) -> None:
+    """Partitions are read in order within what the response's max_bytes leaves: the first one
+    with data gets a batch even past the limit, the next ones only what fits."""
+    logs_by_partition = [open_log(logs, tmp_path, partition=p) for p in range(3)]
+    size = 0
+    for log in logs_by_partition:
+        for _ in range(3):
+            size = append(log, value_size=100)
+        h.set(log_snapshot(log, hw=3))
+    request = fetch_request(*(wanted(p) for p in range(3)))
+    spec = request.operation
+    assert isinstance(spec, FetchSpec)
+    limited = replace(request, operation=replace(spec, max_bytes=size + size // 2))
+
+    _, completed = h.submit(limited)
+
+    assert completed is True
+    first, second, third = h.fetch_response().partitions
+    assert batch_offsets(first) == [(0, 0)]  # one batch: half of the next would not fit
+    assert batch_offsets(second) == []  # what is left is less than a batch
+    assert batch_offsets(third) == []
+    assert all(d.error_code is ErrorCode.NONE for d in (first, second, third))
+    assert sum(len(d.records) for d in (first, second, third)) <= size + size // 2
+
+
+def test_without_a_responses_max_bytes_every_partition_returns_its_first_batch(
+    h: Harness, logs: dict[str, Log], tmp_path: Path
+) -> None:
+    """Followers and the in-process consumer name no response limit: as before KIP-74's
+    response limit, each partition returns at least its first batch."""
+    for p in range(2):
+        log = open_log(logs, tmp_path, partition=p)
+        append(log, value_size=400)
+        h.set(log_snapshot(log, hw=1))
+
+    _, completed = h.submit(fetch_request(wanted(0, max_bytes=10), wanted(1, max_bytes=10)))
+
+    assert completed is True
+    assert [batch_offsets(d) for d in h.fetch_response().partitions] == [[(0, 0)], [(0, 0)]]
