@@ -356,3 +356,35 @@ def test_api_versions_negotiation_picks_versions_we_serve(
     # kafka-python asks ApiVersions v4 first; the KIP-511 answer sends it back to v3
     api_versions = sorted({v for api, v in sent if api == ApiKey.API_VERSIONS})
     assert api_versions[-1] > 3 and 3 in api_versions, api_versions
+
+
+def test_the_admin_client_creates_and_deletes_topics_and_gets_kafkas_errors(
+    cluster: Cluster, topic: str
+) -> None:
+    from kafka.admin import NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        created = admin.create_topics(
+            [
+                NewTopic(topic, 3, 2),
+                NewTopic(f"{topic}-compact", 1, 3, topic_configs={"cleanup.policy": "compact"}),
+            ]
+        )
+        assert [t["error_code"] for t in created["topics"]] == [0, 0]
+        assert {topic, f"{topic}-compact"} <= set(admin.list_topics())
+        (described,) = admin.describe_topics([topic])
+        assert sorted(p["partition_index"] for p in described["partitions"]) == [0, 1, 2]
+        assert all(len(p["isr_nodes"]) == 2 for p in described["partitions"])
+
+        with pytest.raises(kafka.errors.TopicAlreadyExistsError):
+            admin.create_topics([NewTopic(topic, 3, 2)])
+        with pytest.raises(kafka.errors.InvalidReplicationFactorError):
+            admin.create_topics([NewTopic(f"{topic}-too-wide", 1, 4)])  # 3 brokers
+
+        assert admin.delete_topics([topic])["topics"][0]["error_code"] == 0
+        assert topic not in set(admin.list_topics())
+        with pytest.raises(kafka.errors.UnknownTopicOrPartitionError):
+            admin.delete_topics([f"{topic}-never-created"])
+    finally:
+        admin.close()
