@@ -189,7 +189,7 @@ class KafkaApis:
             replica_id=CONSUMER_REPLICA_ID,
             max_wait_ms=millis(body.max_wait),
             min_bytes=int(body.min_bytes),
-            max_bytes=max(0, int(getattr(body, "max_bytes", 2**31 - 1))),
+            max_bytes=max(0, int(body.max_bytes)),  # every served version (4+) has it
             partitions=tuple(
                 FetchPartition(
                     topic=topic.topic,

@@ -13,13 +13,13 @@ from typing import Any, Final, NamedTuple
 
 from kafkactor.actors.coordinator.versioned import (
     ConsumerProtocolError,
-    build,
     non_null,
     read,
     read_version,
     write,
 )
 from kafkactor.network import _kio  # noqa: F401 (first: imports kio without hypothesis)
+from kafkactor.network.codec import build
 
 from kio.schema.consumer_protocol_assignment.v0 import data as _assignment_v0  # isort: skip
 from kio.schema.consumer_protocol_assignment.v1 import data as _assignment_v1  # isort: skip

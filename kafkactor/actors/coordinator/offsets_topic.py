@@ -50,7 +50,6 @@ from typing import Any, Final, TypeAlias
 
 from kafkactor.actors.coordinator.versioned import (
     OffsetsRecordError,
-    build,
     nested,
     non_null,
     read,
@@ -58,6 +57,7 @@ from kafkactor.actors.coordinator.versioned import (
     write,
 )
 from kafkactor.network import _kio  # noqa: F401 (first: imports kio without hypothesis)
+from kafkactor.network.codec import build
 
 from kio.static.constants import EntityType  # isort: skip
 from kio.static.primitive import i16, i32, i64  # isort: skip

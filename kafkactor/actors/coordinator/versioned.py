@@ -30,13 +30,6 @@ class ConsumerProtocolError(OffsetsRecordError):
     `SchemaException` from `ConsumerProtocol`)."""
 
 
-def build(entity: Any, **values: Any) -> Any:
-    """An instance of `entity` from `values`, dropping the fields its version does not have
-    (Kafka's "ignorable" fields: writing an older version silently loses them)."""
-    names = {f.name for f in fields(entity)}
-    return entity(**{k: v for k, v in values.items() if k in names})
-
-
 def nested(entity: Any, name: str) -> Any:
     """The element class of `entity`'s struct-array field `name`."""
     return get_args({f.name: f.type for f in fields(entity)}[name])[0]
