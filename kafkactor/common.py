@@ -20,6 +20,8 @@ NO_LEADER = -1  # a partition without a leader
 # the leader an UpdateMetadata gives a partition of a topic being deleted (Kafka's
 # LeaderAndIsr.LeaderDuringDelete): the broker's metadata cache drops the partition
 LEADER_DURING_DELETE = -2
+# Kafka's internal topic of committed offsets and group metadata (Topic.GROUP_METADATA_TOPIC_NAME)
+OFFSETS_TOPIC = "__consumer_offsets"
 
 
 class _NamesAPartition(Protocol):

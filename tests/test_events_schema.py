@@ -33,10 +33,18 @@ import pytest
 from kafkactor import tracing
 from kafkactor.actors.broker import BrokerConfig
 from kafkactor.actors.controller import zk_data
+from kafkactor.actors.coordinator.results import GroupConfig
 from kafkactor.actors.replication import ReplicaManagerConfig
 from kafkactor.actors.runtime import Client, Directory, TracedActor, addresses
-from kafkactor.common import TopicPartition
+from kafkactor.common import OFFSETS_TOPIC, TopicPartition
 from kafkactor.demo import run_demo
+from kafkactor.messages.group import (
+    GroupProtocol,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    SyncGroupAssignment,
+    SyncGroupRequest,
+)
 from kafkactor.messages.purgatory import DelayOperation
 from kafkactor.messages.replication import StopReplica, UpdateMetadata
 from kafkactor.network.api_versions import ApiKey
@@ -576,6 +584,66 @@ def _failing_translation(_apis: KafkaApis, _version: int, _body: Any) -> Step:
     raise RuntimeError("a translation bug (injected by the test)")
 
 
+def _group_scenario(events: EventLog) -> None:
+    """A group coordinator loads its offsets partition, rebalances a group of two members
+    (the second join waits in the Rebalance purgatory for the first member to rejoin), then
+    unloads the partition when its replica is told to stop."""
+    config = BrokerConfig(
+        group=GroupConfig(offsets_topic_partitions=1, initial_rebalance_delay_ms=0)
+    )
+    with Cluster(1, zookeeper=None, config=config) as cluster:
+        cluster.create_topic(OFFSETS_TOPIC, 1, 1, {"cleanup.policy": "compact"})
+        wait_until(lambda: events.named("group.load", partition=0), message="group.load")
+        coordinator = addresses.group_coordinator(1)
+        client = Client("group-member", cluster.directory)
+        try:
+
+            def join(member_id: str = "") -> JoinGroupRequest:
+                return JoinGroupRequest(
+                    group_id="schema-group",
+                    member_id=member_id,
+                    client_id="member",
+                    session_timeout_ms=10_000,
+                    rebalance_timeout_ms=10_000,
+                    protocol_type="consumer",
+                    protocols=(GroupProtocol(name="range", metadata=b""),),
+                )
+
+            first = client.call(coordinator, join(), WAIT_S)
+            assert isinstance(first, JoinGroupResponse), first
+            assignment = SyncGroupAssignment(member_id=first.member_id, assignment=b"")
+            client.call(
+                coordinator,
+                SyncGroupRequest(
+                    group_id="schema-group",
+                    generation_id=first.generation_id,
+                    member_id=first.member_id,
+                    assignments=(assignment,),
+                ),
+                WAIT_S,
+            )
+            second = client.request(coordinator, join())  # parked: the first must rejoin
+            rejoined = client.call(coordinator, join(first.member_id), WAIT_S)
+            assert isinstance(rejoined, JoinGroupResponse), rejoined
+            assert second.result(WAIT_S).generation_id == rejoined.generation_id
+            assert events.named(
+                "purgatory.complete", purgatory="Rebalance", completed_by="check_join"
+            )
+            assert events.named("purgatory.watch", purgatory="Heartbeat")
+            client.call(
+                addresses.replica_manager(1),
+                StopReplica(
+                    controller_id=1,
+                    controller_epoch=cluster.controller_epoch,
+                    partitions=(TopicPartition(topic=OFFSETS_TOPIC, partition=0),),
+                ),
+                WAIT_S,
+            )
+            wait_until(lambda: events.named("group.unload", partition=0), message="group.unload")
+        finally:
+            client.close()
+
+
 def _network_scenario(events: EventLog) -> None:
     """Two brokers with listeners: kafka-python produces (acks=all, acks=0) and consumes; raw
     sockets send a request without a client id, a frame with an unknown API key, an acks=0
@@ -680,6 +748,7 @@ def emitted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[bytes]]:
         _controller_scenario(events)
         _divergence_scenario(events)
         _network_scenario(events)
+        _group_scenario(events)
         tracing.flush()
         lines += stream.getvalue().splitlines()
     yield [line for line in lines if line]

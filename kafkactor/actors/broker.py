@@ -12,6 +12,8 @@ import pykka
 
 from kafkactor.actors.controller import ControllerActor, ZooKeeperSession
 from kafkactor.actors.controller.zk_data import BrokerRegistration
+from kafkactor.actors.coordinator.coordinator_actor import GroupCoordinatorActor
+from kafkactor.actors.coordinator.results import GroupConfig
 from kafkactor.actors.purgatory import REAPER_POLL_MS, ExpirationDelivery, ReaperActor
 from kafkactor.actors.replication import (
     HighWatermarks,
@@ -46,6 +48,7 @@ class BrokerConfig:
     producer_purgatory_purge_interval: int = 1000  # producer.purgatory.purge.interval.requests
     fetch_purgatory_purge_interval: int = 1000  # fetch.purgatory.purge.interval.requests
     apis: KafkaApisConfig = field(default_factory=KafkaApisConfig)
+    group: GroupConfig = field(default_factory=GroupConfig)  # the group coordinator's settings
 
 
 class Broker:
@@ -193,6 +196,15 @@ class Broker:
                 config=self.config.replica,
                 zk=self.zookeeper,
             ),
+            GroupCoordinatorActor.start(
+                addresses.group_coordinator(broker),
+                directory,
+                self.timer,
+                clock,
+                broker,
+                logs=self.logs,
+                config=self.config.group,
+            ),
         ]
         for ref, address in zip(
             self.refs,
@@ -201,6 +213,7 @@ class Broker:
                 addresses.produce_purgatory(broker),
                 addresses.fetch_purgatory(broker),
                 addresses.replica_manager(broker),
+                addresses.group_coordinator(broker),
             ],
             strict=True,
         ):
@@ -232,7 +245,13 @@ class Broker:
             producer_ids = producer_id_manager(
                 broker, _CurrentClient(session) if session is not None else None
             )
-        apis = KafkaApis(broker, self.config.apis, admin=self.admin, producer_ids=producer_ids)
+        apis = KafkaApis(
+            broker,
+            self.config.apis,
+            admin=self.admin,
+            producer_ids=producer_ids,
+            group=self.config.group,
+        )
         ref = KafkaApisActor.start(
             addresses.kafka_apis(broker),
             self.directory,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
 from kafkactor.actors.runtime import addresses
 from kafkactor.common import BrokerEndpoint, TopicExistsError, UnknownTopicError
@@ -14,6 +14,7 @@ from kafkactor.messages.replication import MetadataRequest, MetadataResponse, To
 from kafkactor.network.api_versions import ApiKey
 from kafkactor.network.codec import build, nested, response_type
 from kafkactor.network.steps import (
+    AUTHORIZED_OPERATIONS_OMITTED,
     NO_THROTTLE,
     Admin,
     Answer,
@@ -23,8 +24,6 @@ from kafkactor.network.steps import (
 )
 
 __all__ = ["AdminApis", "KafkaApisConfig", "ProducerIdSource", "TopicAdmin"]
-
-_AUTHORIZED_OPERATIONS_OMITTED: Final = -2147483648
 
 
 class TopicAdmin(Protocol):
@@ -58,6 +57,9 @@ class KafkaApisConfig:
     # a CreateTopics asking for more is refused (INVALID_PARTITIONS): every partition is an
     # actor and a log here, so a request for 2**31 - 1 of them must not be tried
     max_partitions_per_topic: int = 10_000
+    # offsets.topic.replication.factor: `__consumer_offsets` is created with min(this, live
+    # brokers) replicas when FindCoordinator first finds it missing
+    offsets_topic_replication_factor: int = 3
 
 
 class AdminApis:
@@ -211,7 +213,7 @@ class AdminApis:
                         )
                         for p in topic.partitions
                     ),
-                    topic_authorized_operations=_AUTHORIZED_OPERATIONS_OMITTED,
+                    topic_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
                 )
             )
         return Answer(
@@ -222,7 +224,7 @@ class AdminApis:
                 cluster_id=self.config.cluster_id,
                 controller_id=_controller_for_clients(response.controller_id, endpoints),
                 topics=tuple(topic_entries),
-                cluster_authorized_operations=_AUTHORIZED_OPERATIONS_OMITTED,
+                cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
             )
         )
 

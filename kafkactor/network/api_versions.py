@@ -13,12 +13,21 @@ class ApiKey(enum.IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DELETE_GROUPS = 42
 
 
 #: (min, max) version per API, as advertised. Produce advertises 0 as Kafka 4 does, so that
@@ -28,15 +37,26 @@ SUPPORTED: Final[dict[ApiKey, tuple[int, int]]] = {
     ApiKey.FETCH: (4, 11),
     ApiKey.LIST_OFFSETS: (1, 5),
     ApiKey.METADATA: (0, 8),
-    # no group or transaction coordinator yet: every lookup answers COORDINATOR_NOT_AVAILABLE.
-    # Listed all the same, as every Kafka broker lists it: librdkafka takes its absence for a
-    # pre-0.10 broker and then sends lz4 batches uncompressed
+    # kio (Kafka 4's definitions) has no OffsetCommit 0-1 nor OffsetFetch 0. librdkafka's
+    # balanced-consumer feature wants OffsetCommit 1-2 and OffsetFetch 1-1: an overlap is enough
+    ApiKey.OFFSET_COMMIT: (2, 7),
+    ApiKey.OFFSET_FETCH: (1, 5),
+    # groups only: a transaction coordinator lookup answers COORDINATOR_NOT_AVAILABLE. Every
+    # Kafka broker lists FindCoordinator, and librdkafka takes its absence for a pre-0.10
+    # broker and then sends lz4 batches uncompressed
     ApiKey.FIND_COORDINATOR: (0, 2),
+    ApiKey.JOIN_GROUP: (0, 5),
+    ApiKey.HEARTBEAT: (0, 3),
+    ApiKey.LEAVE_GROUP: (0, 3),
+    ApiKey.SYNC_GROUP: (0, 3),
+    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.LIST_GROUPS: (0, 4),
     ApiKey.API_VERSIONS: (0, 3),
     ApiKey.CREATE_TOPICS: (2, 4),
     ApiKey.DELETE_TOPICS: (1, 3),
     ApiKey.INIT_PRODUCER_ID: (0, 1),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 3),
+    ApiKey.DELETE_GROUPS: (0, 2),
 }
 
 #: The lowest Produce version actually served: magic-2 record batches only.

@@ -3,8 +3,9 @@
 `KafkaApis.handle` turns one decoded request into a `Step` (`kafkactor.network.steps`); the
 actor shell (`KafkaApisActor`) runs the steps. The data APIs (Produce, Fetch, ListOffsets,
 OffsetForLeaderEpoch) and ApiVersions are here; the cluster and admin ones (Metadata,
-CreateTopics, DeleteTopics, InitProducerId) are `AdminApis`'. Everything is plain translation,
-tested without threads.
+CreateTopics, DeleteTopics, InitProducerId) are `AdminApis`'; the consumer-group ones
+(FindCoordinator, JoinGroup to DeleteGroups, the offset APIs) `GroupApis`'. Everything is plain
+translation, tested without threads.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kafkactor.actors.coordinator.results import GroupConfig
 from kafkactor.actors.runtime import addresses
 from kafkactor.messages import ErrorCode, ErrorResponse, Response
 from kafkactor.messages.offsets import (
@@ -35,6 +37,7 @@ from kafkactor.messages.replication import (
 from kafkactor.network.admin_apis import AdminApis, KafkaApisConfig, ProducerIdSource, TopicAdmin
 from kafkactor.network.api_versions import SUPPORTED, ApiKey
 from kafkactor.network.codec import UnsupportedApiVersions, build, nested, response_type
+from kafkactor.network.group_apis import GroupApis
 from kafkactor.network.request_channel import RequestHeader
 from kafkactor.network.steps import (
     NO_THROTTLE,
@@ -61,6 +64,13 @@ __all__ = [
     "TopicAdmin",
 ]
 
+Handler = Callable[["KafkaApis", RequestHeader, Any], Step]
+
+
+def _group(handler: Callable[[GroupApis, RequestHeader, Any], Step]) -> Handler:
+    """A `GroupApis` method as a KafkaApis handler."""
+    return lambda apis, header, body: handler(apis.group_apis, header, body)
+
 
 class KafkaApis:
     """Kafka's `KafkaApis` for one broker: every API it serves, as translation.
@@ -68,7 +78,7 @@ class KafkaApis:
     Produce, Fetch, ListOffsets, Metadata and OffsetForLeaderEpoch go to the broker's replica
     manager as the messages the in-process clients send; ApiVersions is answered here;
     CreateTopics and auto-creation go through the `TopicAdmin`; InitProducerId through the
-    `ProducerIdSource`.
+    `ProducerIdSource`; the consumer-group APIs to the broker's group coordinator (`GroupApis`).
     """
 
     def __init__(
@@ -78,22 +88,27 @@ class KafkaApis:
         *,
         admin: TopicAdmin | None = None,
         producer_ids: ProducerIdSource | None = None,
+        group: GroupConfig | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.config = config if config is not None else KafkaApisConfig()
         self.replica_manager = addresses.replica_manager(broker_id)
         self.admin_apis = AdminApis(broker_id, self.config, admin=admin, producer_ids=producer_ids)
+        self.group_apis = GroupApis(
+            broker_id, self.config, group if group is not None else GroupConfig(), admin=admin
+        )
 
     def handle(self, header: RequestHeader, body: Any) -> Step:
-        api, version = header.api_key, header.api_version
+        api = header.api_key
         handler = self._handlers.get(api)
         if handler is None:  # the codec lets through only what SUPPORTED names
             return Close(f"api key {api} has no handler")
-        return handler(self, version, body)
+        return handler(self, header, body)
 
     # -- ApiVersions ----------------------------------------------------------------------------
 
-    def _api_versions(self, version: int, body: Any) -> Step:
+    def _api_versions(self, header: RequestHeader, body: Any) -> Step:
+        version = header.api_version
         if isinstance(body, UnsupportedApiVersions):  # KIP-511: a v0 body naming our range
             response = response_type(ApiKey.API_VERSIONS, 0)
             low, high = SUPPORTED[ApiKey.API_VERSIONS]
@@ -123,7 +138,8 @@ class KafkaApis:
 
     # -- Produce --------------------------------------------------------------------------------
 
-    def _produce(self, version: int, body: Any) -> Step:
+    def _produce(self, header: RequestHeader, body: Any) -> Step:
+        version = header.api_version
         acks = int(body.acks)
         if body.transactional_id is not None:  # transactions are not modelled
             if acks == 0:  # no answer is read: closing is the only way to say no
@@ -180,7 +196,8 @@ class KafkaApis:
 
     # -- Fetch ----------------------------------------------------------------------------------
 
-    def _fetch(self, version: int, body: Any) -> Step:
+    def _fetch(self, header: RequestHeader, body: Any) -> Step:
+        version = header.api_version
         if int(body.replica_id) != CONSUMER_REPLICA_ID:
             return self._fetch_answer(
                 version, body, ErrorResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
@@ -235,7 +252,8 @@ class KafkaApis:
 
     # -- ListOffsets ----------------------------------------------------------------------------
 
-    def _list_offsets(self, version: int, body: Any) -> Step:
+    def _list_offsets(self, header: RequestHeader, body: Any) -> Step:
+        version = header.api_version
         request = ListOffsetsRequest(
             partitions=tuple(
                 ListOffsetsPartition(
@@ -271,7 +289,8 @@ class KafkaApis:
 
     # -- OffsetForLeaderEpoch -------------------------------------------------------------------
 
-    def _offset_for_leader_epoch(self, version: int, body: Any) -> Step:
+    def _offset_for_leader_epoch(self, header: RequestHeader, body: Any) -> Step:
+        version = header.api_version
         request = OffsetsForLeaderEpochRequest(
             replica_id=int(getattr(body, "replica_id", CONSUMER_REPLICA_ID)),
             partitions=tuple(
@@ -305,35 +324,19 @@ class KafkaApis:
 
         return Ask(self.replica_manager, request, answered)
 
-    # -- FindCoordinator -----------------------------------------------------------------------
+    def _metadata(self, header: RequestHeader, body: Any) -> Step:
+        return self.admin_apis.metadata(header.api_version, body)
 
-    def _find_coordinator(self, version: int, body: Any) -> Step:
-        """No group or transaction coordinator is built yet: Kafka's answer while none is."""
-        return Answer(
-            build(
-                response_type(ApiKey.FIND_COORDINATOR, version),
-                throttle_time=NO_THROTTLE,
-                error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                error_message="kafkactor has no group coordinator yet",
-                node_id=-1,
-                host="",
-                port=-1,
-            )
-        )
+    def _create_topics(self, header: RequestHeader, body: Any) -> Step:
+        return self.admin_apis.create_topics(header.api_version, body)
 
-    def _metadata(self, version: int, body: Any) -> Step:
-        return self.admin_apis.metadata(version, body)
+    def _delete_topics(self, header: RequestHeader, body: Any) -> Step:
+        return self.admin_apis.delete_topics(header.api_version, body)
 
-    def _create_topics(self, version: int, body: Any) -> Step:
-        return self.admin_apis.create_topics(version, body)
+    def _init_producer_id(self, header: RequestHeader, body: Any) -> Step:
+        return self.admin_apis.init_producer_id(header.api_version, body)
 
-    def _delete_topics(self, version: int, body: Any) -> Step:
-        return self.admin_apis.delete_topics(version, body)
-
-    def _init_producer_id(self, version: int, body: Any) -> Step:
-        return self.admin_apis.init_producer_id(version, body)
-
-    _handlers: Final[dict[int, Callable[[KafkaApis, int, Any], Step]]] = {
+    _handlers: Final[dict[int, Handler]] = {
         ApiKey.API_VERSIONS: _api_versions,
         ApiKey.METADATA: _metadata,
         ApiKey.PRODUCE: _produce,
@@ -343,7 +346,16 @@ class KafkaApis:
         ApiKey.INIT_PRODUCER_ID: _init_producer_id,
         ApiKey.CREATE_TOPICS: _create_topics,
         ApiKey.DELETE_TOPICS: _delete_topics,
-        ApiKey.FIND_COORDINATOR: _find_coordinator,
+        ApiKey.FIND_COORDINATOR: _group(GroupApis.find_coordinator),
+        ApiKey.JOIN_GROUP: _group(GroupApis.join_group),
+        ApiKey.SYNC_GROUP: _group(GroupApis.sync_group),
+        ApiKey.HEARTBEAT: _group(GroupApis.heartbeat),
+        ApiKey.LEAVE_GROUP: _group(GroupApis.leave_group),
+        ApiKey.OFFSET_COMMIT: _group(GroupApis.offset_commit),
+        ApiKey.OFFSET_FETCH: _group(GroupApis.offset_fetch),
+        ApiKey.DESCRIBE_GROUPS: _group(GroupApis.describe_groups),
+        ApiKey.LIST_GROUPS: _group(GroupApis.list_groups),
+        ApiKey.DELETE_GROUPS: _group(GroupApis.delete_groups),
     }
 
 

@@ -21,6 +21,9 @@ __all__ = ["Admin", "Answer", "Ask", "Close", "NoAnswer", "Step"]
 
 NO_THROTTLE: Final = datetime.timedelta(0)
 TOPIC_NAME: Final = re.compile(r"[a-zA-Z0-9._-]{1,249}")  # Kafka's legal topic names
+# the authorized operations of a topic, cluster or group when they were not asked for (KIP-430):
+# Integer.MIN_VALUE; there is no authorizer here to compute them when they are
+AUTHORIZED_OPERATIONS_OMITTED: Final = -2147483648
 
 
 @dataclass(frozen=True, slots=True)

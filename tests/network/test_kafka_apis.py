@@ -15,8 +15,35 @@ from typing import Any, Generic, TypeVar
 import pytest
 
 from kafkactor.actors.runtime import addresses
-from kafkactor.common import BrokerEndpoint, TopicExistsError, UnknownTopicError
+from kafkactor.common import OFFSETS_TOPIC, BrokerEndpoint, TopicExistsError, UnknownTopicError
 from kafkactor.messages import ErrorCode, ErrorResponse, Request, Response
+from kafkactor.messages.group import (
+    DeletedGroup,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribedGroup,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupMemberInfo,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupMemberResult,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListedGroup,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    OffsetCommitPartitionResult,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchPartitionResult,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
 from kafkactor.messages.offsets import (
     EpochEndOffset,
     ListOffsetsPartition,
@@ -190,6 +217,12 @@ LED = TopicMetadata(
             partition=0, leader=2, replicas=(2, 1), isr=(2,), leader_epoch=4, offline_replicas=(1,)
         ),
     ),
+)
+
+
+OFFSETS_LED = TopicMetadata(
+    topic=OFFSETS_TOPIC,
+    partitions=tuple(PartitionMetadata(partition=i, leader=2) for i in range(50)),
 )
 
 
@@ -778,7 +811,10 @@ def _drive(kafka_apis: KafkaApis, api: ApiKey, version: int, body: Any) -> Step:
 def _plausible_answer(step: Ask) -> Response:
     request = step.request
     if isinstance(request, MetadataRequest):
-        return metadata_of(LED, unknown("other"))
+        offsets = request.topics == (OFFSETS_TOPIC,)  # FindCoordinator's: all led by broker 2
+        return metadata_of(OFFSETS_LED) if offsets else metadata_of(LED, unknown("other"))
+    if step.address == addresses.group_coordinator(BROKER):
+        return _plausible_group_answer(request)
     if isinstance(request, ProduceRequest):
         return ProduceResponse(
             partitions=tuple(
@@ -808,6 +844,38 @@ def _plausible_answer(step: Ask) -> Response:
             )
         )
     raise AssertionError(f"no plausible answer to {request!r}")
+
+
+def _plausible_group_answer(request: Request) -> Response:
+    answers: dict[type[Request], Response] = {
+        JoinGroupRequest: JoinGroupResponse(
+            generation_id=1,
+            protocol_type="consumer",
+            protocol_name="range",
+            leader_id="m",
+            member_id="m",
+            members=(JoinGroupMemberInfo(member_id="m", metadata=b"sub"),),
+        ),
+        SyncGroupRequest: SyncGroupResponse(assignment=b"assigned"),
+        HeartbeatRequest: HeartbeatResponse(),
+        LeaveGroupRequest: LeaveGroupResponse(members=(LeaveGroupMemberResult(member_id="m"),)),
+        OffsetFetchRequest: OffsetFetchResponse(
+            partitions=(OffsetFetchPartitionResult(topic=TOPIC, partition=0, offset=5),)
+        ),
+        DescribeGroupsRequest: DescribeGroupsResponse(
+            groups=(DescribedGroup(group_id="a-group", state="Empty"),)
+        ),
+        ListGroupsRequest: ListGroupsResponse(groups=(ListedGroup(group_id="a-group"),)),
+        DeleteGroupsRequest: DeleteGroupsResponse(groups=(DeletedGroup(group_id="a-group"),)),
+    }
+    if isinstance(request, OffsetCommitRequest):
+        return OffsetCommitResponse(
+            partitions=tuple(
+                OffsetCommitPartitionResult(topic=p.topic, partition=p.partition)
+                for p in request.partitions
+            )
+        )
+    return answers[type(request)]
 
 
 @pytest.mark.parametrize("case", EVERY, ids=lambda c: f"{c[0].name}-v{c[1]}")

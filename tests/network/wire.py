@@ -25,7 +25,7 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i16, i32
+from kio.static.primitive import i16, i32, i64
 
 from kafkactor.network.api_versions import MIN_SERVED_PRODUCE_VERSION, SUPPORTED, ApiKey
 from kafkactor.storage import Record, build_batch
@@ -33,6 +33,8 @@ from kafkactor.storage import Record, build_batch
 WAIT_S: Final = 5.0  # a generous bound for anything that must happen
 TOPIC: Final = "events"
 CLIENT_ID: Final = "kafkactor-tests"
+GROUP: Final = "a-group"
+MEMBER: Final = "kafkactor-tests-7d2c"
 _SIZE: Final = struct.Struct(">i")
 
 
@@ -192,9 +194,113 @@ def _init_producer_id_request(version: int) -> Any:
     return make(schema, transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60))
 
 
-def _find_coordinator_request(version: int) -> Any:
+def find_coordinator_request(version: int, key: str = GROUP, key_type: int = 0) -> Any:
     schema = load_request_schema(ApiKey.FIND_COORDINATOR, version)
-    return make(schema, key="a-group", key_type=0)
+    return make(schema, key=key, key_type=key_type)
+
+
+def join_group_request(version: int, *, member_id: str = "") -> Any:
+    schema = load_request_schema(ApiKey.JOIN_GROUP, version)
+    protocol = nested(schema, "JoinGroupRequestProtocol")
+    return make(
+        schema,
+        group_id=GROUP,
+        session_timeout=datetime.timedelta(seconds=10),
+        rebalance_timeout=datetime.timedelta(seconds=45),
+        member_id=member_id,
+        group_instance_id=None,
+        protocol_type="consumer",
+        protocols=(
+            protocol(name="range", metadata=b"\x00\x01range-subscription"),
+            protocol(name="roundrobin", metadata=b"\x00\x01rr-subscription"),
+        ),
+    )
+
+
+def sync_group_request(version: int, *, leader: bool = True) -> Any:
+    schema = load_request_schema(ApiKey.SYNC_GROUP, version)
+    assignment = nested(schema, "SyncGroupRequestAssignment")
+    return make(
+        schema,
+        group_id=GROUP,
+        generation_id=i32(3),
+        member_id=MEMBER,
+        group_instance_id=None,
+        assignments=(assignment(member_id=MEMBER, assignment=b"\x00\x01assigned"),)
+        if leader
+        else (),
+    )
+
+
+def heartbeat_request(version: int) -> Any:
+    schema = load_request_schema(ApiKey.HEARTBEAT, version)
+    return make(
+        schema, group_id=GROUP, generation_id=i32(3), member_id=MEMBER, group_instance_id=None
+    )
+
+
+def leave_group_request(version: int, *members: str) -> Any:
+    schema = load_request_schema(ApiKey.LEAVE_GROUP, version)
+    leaving = members or (MEMBER,)
+    if version < 3:
+        return make(schema, group_id=GROUP, member_id=leaving[0])
+    identity = nested(schema, "MemberIdentity")
+    return make(
+        schema,
+        group_id=GROUP,
+        members=tuple(identity(member_id=m, group_instance_id=None) for m in leaving),
+    )
+
+
+def offset_commit_request(version: int) -> Any:
+    schema = load_request_schema(ApiKey.OFFSET_COMMIT, version)
+    topic_type = nested(schema, "OffsetCommitRequestTopic")
+    partition_type = nested(schema, "OffsetCommitRequestPartition")
+    partitions = tuple(
+        make(
+            partition_type,
+            partition_index=i32(index),
+            committed_offset=i64(offset),
+            committed_leader_epoch=i32(4),
+            committed_metadata=metadata,
+        )
+        for index, offset, metadata in ((0, 42, "meta"), (1, 7, None))
+    )
+    return make(
+        schema,
+        group_id=GROUP,
+        generation_id_or_member_epoch=i32(3),
+        member_id=MEMBER,
+        group_instance_id=None,
+        retention_time=datetime.timedelta(milliseconds=-1),
+        topics=(topic_type(name=TOPIC, partitions=partitions),),
+    )
+
+
+def offset_fetch_request(version: int, *, every: bool = False) -> Any:
+    schema = load_request_schema(ApiKey.OFFSET_FETCH, version)
+    topic_type = nested(schema, "OffsetFetchRequestTopic")
+    return make(
+        schema,
+        group_id=GROUP,
+        topics=None if every else (topic_type(name=TOPIC, partition_indexes=(i32(0), i32(1))),),
+        require_stable=False,
+    )
+
+
+def describe_groups_request(version: int) -> Any:
+    schema = load_request_schema(ApiKey.DESCRIBE_GROUPS, version)
+    return make(schema, groups=(GROUP, "another"), include_authorized_operations=True)
+
+
+def list_groups_request(version: int) -> Any:
+    schema = load_request_schema(ApiKey.LIST_GROUPS, version)
+    return make(schema, states_filter=("Stable", "Empty"))
+
+
+def delete_groups_request(version: int) -> Any:
+    schema = load_request_schema(ApiKey.DELETE_GROUPS, version)
+    return make(schema, groups_names=(GROUP, "another"))
 
 
 def _offset_for_leader_epoch_request(version: int) -> Any:
@@ -219,7 +325,16 @@ _SAMPLES: Final[dict[ApiKey, Callable[[int], Any]]] = {
     ApiKey.DELETE_TOPICS: _delete_topics_request,
     ApiKey.INIT_PRODUCER_ID: _init_producer_id_request,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: _offset_for_leader_epoch_request,
-    ApiKey.FIND_COORDINATOR: _find_coordinator_request,
+    ApiKey.FIND_COORDINATOR: find_coordinator_request,
+    ApiKey.JOIN_GROUP: join_group_request,
+    ApiKey.SYNC_GROUP: sync_group_request,
+    ApiKey.HEARTBEAT: heartbeat_request,
+    ApiKey.LEAVE_GROUP: leave_group_request,
+    ApiKey.OFFSET_COMMIT: offset_commit_request,
+    ApiKey.OFFSET_FETCH: offset_fetch_request,
+    ApiKey.DESCRIBE_GROUPS: describe_groups_request,
+    ApiKey.LIST_GROUPS: list_groups_request,
+    ApiKey.DELETE_GROUPS: delete_groups_request,
 }
 
 

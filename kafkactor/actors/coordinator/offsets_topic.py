@@ -56,6 +56,7 @@ from kafkactor.actors.coordinator.versioned import (
     read_version,
     write,
 )
+from kafkactor.common import OFFSETS_TOPIC
 from kafkactor.network import _kio  # noqa: F401 (first: imports kio without hypothesis)
 from kafkactor.network.codec import build
 
@@ -88,8 +89,6 @@ __all__ = [
     "partition_for",
 ]
 
-OFFSETS_TOPIC: Final = "__consumer_offsets"
-"""Kafka's `Topic.GROUP_METADATA_TOPIC_NAME`."""
 DEFAULT_OFFSETS_TOPIC_PARTITIONS: Final = 50
 """`offsets.topic.num.partitions`'s default."""
 DEFAULT_OFFSETS_TOPIC_REPLICATION_FACTOR: Final = 3

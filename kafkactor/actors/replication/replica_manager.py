@@ -25,8 +25,9 @@ from kafkactor.actors.replication.request_log import (
 )
 from kafkactor.actors.replication.scatter_gather import ScatterGather
 from kafkactor.actors.runtime import Directory, TraceContext, TracedActor, addresses, handles
-from kafkactor.common import PartitionLeaderState, TopicPartition
+from kafkactor.common import OFFSETS_TOPIC, PartitionLeaderState, TopicPartition
 from kafkactor.messages import ErrorCode, ErrorResponse, Request, Response
+from kafkactor.messages.group import OffsetsPartitionElected, OffsetsPartitionResigned
 from kafkactor.messages.offsets import (
     UNDEFINED_EPOCH,
     EpochEndOffset,
@@ -577,6 +578,8 @@ class ReplicaManagerActor(TracedActor):
             replica.is_leader = response.is_leader
             replica.leader = state.leader
             replica.leader_epoch = state.leader_epoch
+            if state.topic == OFFSETS_TOPIC:
+                self._tell_group_coordinator(state, leads=response.is_leader)
             if response.is_leader:
                 continue
             # Following the same leader in a newer epoch (an ISR change): the fetcher only
@@ -610,6 +613,18 @@ class ReplicaManagerActor(TracedActor):
                 )
             ),
         )
+
+    def _tell_group_coordinator(self, state: PartitionLeaderState, *, leads: bool) -> None:
+        """Kafka's onLeadershipChange for `__consumer_offsets`: the broker's group coordinator
+        loads the groups of a partition it now leads and unloads those of one it follows."""
+        message: OffsetsPartitionElected | OffsetsPartitionResigned = (
+            OffsetsPartitionElected(partition=state.partition, leader_epoch=state.leader_epoch)
+            if leads
+            else OffsetsPartitionResigned(
+                partition=state.partition, leader_epoch=state.leader_epoch
+            )
+        )
+        self.send(addresses.group_coordinator(self.broker_id), message)
 
     def _replica(self, topic: str, partition: int) -> LocalReplica:
         """The local replica's actor (started on first use) with its log (opened or created)."""
@@ -678,6 +693,11 @@ class ReplicaManagerActor(TracedActor):
             for key, replica in stopping.items():
                 if self.replicas.get(key) is not replica:
                     continue  # another StopReplica stopped it first
+                if replica.topic == OFFSETS_TOPIC:
+                    self.send(
+                        addresses.group_coordinator(self.broker_id),
+                        OffsetsPartitionResigned(partition=replica.partition),
+                    )
                 del self.replicas[key]
                 self.logs.pop(key, None)
                 # off the directory now, so a replica created again (the topic re-created)

@@ -46,3 +46,9 @@ def socket_server(broker: int) -> str:
 def kafka_apis(broker: int) -> str:
     """The broker's KafkaApis actor: wire requests in, actor messages out."""
     return f"broker/{broker}/kafka-apis"
+
+
+def group_coordinator(broker: int) -> str:
+    """The broker's GroupCoordinator actor: the groups of the `__consumer_offsets` partitions
+    it leads."""
+    return f"broker/{broker}/group-coordinator"

@@ -1,0 +1,304 @@
+"""The group coordinator's messages: Kafka's group membership and offset APIs as actor requests.
+
+A broker's `GroupCoordinatorActor` (`broker/<id>/group-coordinator`) answers them; the wire
+layer (`kafkactor.network`) and the in-process consumer send them. Field names follow Kafka's
+request and response schemas; errors are `ErrorCode`s, never exceptions.
+"""
+
+from __future__ import annotations
+
+from kafkactor.messages.base import Request, Response, message
+from kafkactor.messages.errors import ErrorCode
+
+NO_GENERATION = -1  # Kafka's JoinGroupRequest.UNKNOWN_GENERATION_ID
+NO_MEMBER_ID = ""  # Kafka's JoinGroupRequest.UNKNOWN_MEMBER_ID: a new member
+
+
+# -- membership ----------------------------------------------------------------------------------
+
+
+@message
+class GroupProtocol:
+    """One protocol a member supports (JoinGroup's `protocols`): its name (for consumers, an
+    assignor such as "range") and the member's metadata for it (its subscription)."""
+
+    name: str = ""
+    metadata: bytes = b""
+
+
+@message
+class JoinGroupRequest(Request):
+    """Kafka's JoinGroup (api key 11). `member_id` "" is a new member;
+    `require_known_member_id` is JoinGroup v4+'s behaviour (KIP-394: a new member first gets
+    its id with MEMBER_ID_REQUIRED)."""
+
+    group_id: str = ""
+    member_id: str = NO_MEMBER_ID
+    client_id: str = ""
+    client_host: str = ""
+    session_timeout_ms: int = 10_000
+    rebalance_timeout_ms: int = -1  # -1: the session timeout (JoinGroup v0 has no field)
+    protocol_type: str = ""
+    protocols: tuple[GroupProtocol, ...] = ()
+    require_known_member_id: bool = False
+
+
+@message
+class JoinGroupMemberInfo:
+    """One member in the leader's JoinGroup answer: its id and its metadata for the chosen
+    protocol."""
+
+    member_id: str = ""
+    metadata: bytes = b""
+
+
+@message
+class JoinGroupResponse(Response):
+    """JoinGroup's answer: the generation, the chosen protocol and the leader; only the
+    leader's lists the members."""
+
+    error_code: ErrorCode = ErrorCode.NONE
+    generation_id: int = NO_GENERATION
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str = ""
+    member_id: str = ""
+    members: tuple[JoinGroupMemberInfo, ...] = ()
+
+
+@message
+class SyncGroupAssignment:
+    """The leader's assignment for one member (SyncGroup's `assignments`)."""
+
+    member_id: str = ""
+    assignment: bytes = b""
+
+
+@message
+class SyncGroupRequest(Request):
+    """Kafka's SyncGroup (api key 14): the leader sends every member's assignment, the
+    others none."""
+
+    group_id: str = ""
+    generation_id: int = NO_GENERATION
+    member_id: str = ""
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignments: tuple[SyncGroupAssignment, ...] = ()
+
+
+@message
+class SyncGroupResponse(Response):
+    error_code: ErrorCode = ErrorCode.NONE
+    assignment: bytes = b""
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+
+
+@message
+class HeartbeatRequest(Request):
+    """Kafka's Heartbeat (api key 12)."""
+
+    group_id: str = ""
+    generation_id: int = NO_GENERATION
+    member_id: str = ""
+
+
+@message
+class HeartbeatResponse(Response):
+    error_code: ErrorCode = ErrorCode.NONE
+
+
+@message
+class LeaveGroupRequest(Request):
+    """Kafka's LeaveGroup (api key 13): one member (v0-v2) or several (v3+)."""
+
+    group_id: str = ""
+    member_ids: tuple[str, ...] = ()
+
+
+@message
+class LeaveGroupMemberResult:
+    member_id: str = ""
+    error_code: ErrorCode = ErrorCode.NONE
+
+
+@message
+class LeaveGroupResponse(Response):
+    error_code: ErrorCode = ErrorCode.NONE
+    members: tuple[LeaveGroupMemberResult, ...] = ()
+
+
+# -- offsets -------------------------------------------------------------------------------------
+
+
+@message
+class OffsetCommitPartition:
+    """One partition of an OffsetCommit: the offset, the leader epoch it was read in (-1:
+    unknown), the client's metadata string (None: none) and, for v1, a commit timestamp
+    (-1: the broker's time)."""
+
+    topic: str = ""
+    partition: int = 0
+    offset: int = 0
+    leader_epoch: int = -1
+    metadata: str | None = ""
+    commit_timestamp_ms: int = -1
+
+
+@message
+class OffsetCommitRequest(Request):
+    """Kafka's OffsetCommit (api key 8). Generation -1 with member "" commits for a consumer
+    outside group management."""
+
+    group_id: str = ""
+    generation_id: int = NO_GENERATION
+    member_id: str = NO_MEMBER_ID
+    partitions: tuple[OffsetCommitPartition, ...] = ()
+
+
+@message
+class OffsetCommitPartitionResult:
+    topic: str = ""
+    partition: int = 0
+    error_code: ErrorCode = ErrorCode.NONE
+
+
+@message
+class OffsetCommitResponse(Response):
+    """One result per partition of the request."""
+
+    partitions: tuple[OffsetCommitPartitionResult, ...] = ()
+
+
+@message
+class OffsetFetchPartitionRequest:
+    topic: str = ""
+    partition: int = 0
+
+
+@message
+class OffsetFetchRequest(Request):
+    """Kafka's OffsetFetch (api key 9): `all_partitions` (v2+'s null topics) asks for every
+    partition the group committed; `require_stable` is KIP-447's."""
+
+    group_id: str = ""
+    partitions: tuple[OffsetFetchPartitionRequest, ...] = ()
+    all_partitions: bool = False
+    require_stable: bool = False
+
+
+@message
+class OffsetFetchPartitionResult:
+    """A committed offset: -1 (and metadata "") when none; leader epoch -1 when unknown."""
+
+    topic: str = ""
+    partition: int = 0
+    offset: int = -1
+    leader_epoch: int = -1
+    metadata: str = ""
+    error_code: ErrorCode = ErrorCode.NONE
+
+
+@message
+class OffsetFetchResponse(Response):
+    """A group-level error (v2+) and one result per partition."""
+
+    error_code: ErrorCode = ErrorCode.NONE
+    partitions: tuple[OffsetFetchPartitionResult, ...] = ()
+
+
+# -- administration ------------------------------------------------------------------------------
+
+
+@message
+class DescribeGroupsRequest(Request):
+    """Kafka's DescribeGroups (api key 15), for groups this coordinator owns."""
+
+    group_ids: tuple[str, ...] = ()
+
+
+@message
+class DescribedMember:
+    member_id: str = ""
+    client_id: str = ""
+    client_host: str = ""
+    metadata: bytes = b""
+    assignment: bytes = b""
+
+
+@message
+class DescribedGroup:
+    """One group as DescribeGroups shows it: state "Dead" for a group not known here."""
+
+    error_code: ErrorCode = ErrorCode.NONE
+    group_id: str = ""
+    state: str = ""
+    protocol_type: str = ""
+    protocol: str = ""
+    members: tuple[DescribedMember, ...] = ()
+
+
+@message
+class DescribeGroupsResponse(Response):
+    groups: tuple[DescribedGroup, ...] = ()
+
+
+@message
+class ListGroupsRequest(Request):
+    """Kafka's ListGroups (api key 16): the groups this coordinator owns, those in
+    `states_filter` when given (v4, KIP-518)."""
+
+    states_filter: tuple[str, ...] = ()
+
+
+@message
+class ListedGroup:
+    group_id: str = ""
+    protocol_type: str = ""
+    state: str = ""
+
+
+@message
+class ListGroupsResponse(Response):
+    error_code: ErrorCode = ErrorCode.NONE
+    groups: tuple[ListedGroup, ...] = ()
+
+
+@message
+class DeleteGroupsRequest(Request):
+    """Kafka's DeleteGroups (api key 42): Empty groups go, with their offsets."""
+
+    group_ids: tuple[str, ...] = ()
+
+
+@message
+class DeletedGroup:
+    group_id: str = ""
+    error_code: ErrorCode = ErrorCode.NONE
+
+
+@message
+class DeleteGroupsResponse(Response):
+    groups: tuple[DeletedGroup, ...] = ()
+
+
+# -- from the replica manager --------------------------------------------------------------------
+
+
+@message
+class OffsetsPartitionElected:
+    """This broker became leader of `__consumer_offsets` partition `partition` in
+    `leader_epoch`: load its groups (Kafka's `onElection`)."""
+
+    partition: int = 0
+    leader_epoch: int = 0
+
+
+@message
+class OffsetsPartitionResigned:
+    """This broker no longer leads `__consumer_offsets` partition `partition` (it follows,
+    or the replica stopped): unload its groups (Kafka's `onResignation`)."""
+
+    partition: int = 0
+    leader_epoch: int = -1

@@ -1,0 +1,473 @@
+"""KafkaApis' consumer-group APIs: FindCoordinator, the classic rebalance protocol (JoinGroup,
+SyncGroup, Heartbeat, LeaveGroup), OffsetCommit and OffsetFetch, DescribeGroups, ListGroups and
+DeleteGroups — translated to and from the group coordinator's messages
+(`kafkactor.messages.group`), which the broker's group coordinator actor answers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, Final, TypeVar
+
+from kafkactor.actors.coordinator.offsets_topic import partition_for
+from kafkactor.actors.coordinator.results import GroupConfig
+from kafkactor.actors.runtime import addresses
+from kafkactor.common import OFFSETS_TOPIC, TopicExistsError
+from kafkactor.messages import ErrorCode, Request, Response
+from kafkactor.messages.group import (
+    DeletedGroup,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribedGroup,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    GroupProtocol,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    OffsetCommitPartition,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchPartitionRequest,
+    OffsetFetchPartitionResult,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupAssignment,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from kafkactor.messages.replication import MetadataRequest, MetadataResponse
+from kafkactor.network.admin_apis import KafkaApisConfig, TopicAdmin
+from kafkactor.network.api_versions import ApiKey
+from kafkactor.network.codec import build, nested, response_type
+from kafkactor.network.request_channel import RequestHeader
+from kafkactor.network.steps import (
+    AUTHORIZED_OPERATIONS_OMITTED,
+    NO_THROTTLE,
+    Admin,
+    Answer,
+    Ask,
+    Step,
+    error_of,
+    millis,
+)
+
+__all__ = ["OFFSETS_TOPIC_CONFIG", "GroupApis"]
+
+R = TypeVar("R", bound=Response)
+
+GROUP_KEY_TYPE: Final = 0  # FindCoordinator's key_type for a group (1 is a transactional id)
+#: The topic configs `__consumer_offsets` is created with (Kafka's offsets.topic.segment.bytes
+#: default, and compaction: only a group's latest metadata and offsets matter)
+OFFSETS_TOPIC_CONFIG: Final = {
+    "cleanup.policy": "compact",
+    "segment.bytes": str(100 * 1024 * 1024),
+}
+# the client address Kafka shows for a member ("/127.0.0.1"): a request does not carry it here
+_CLIENT_HOST: Final = ""
+
+
+class GroupApis:
+    """The consumer-group half of Kafka's `KafkaApis` for one broker.
+
+    FindCoordinator reads the metadata cache for the leader of the group's `__consumer_offsets`
+    partition (creating the topic through the `TopicAdmin` when it is missing, as Kafka does on
+    the first lookup); every other group API is asked of the broker's group coordinator actor,
+    whose answer (or failure) becomes the response of the request's version.
+    """
+
+    def __init__(
+        self,
+        broker_id: int,
+        config: KafkaApisConfig,
+        group: GroupConfig,
+        *,
+        admin: TopicAdmin | None,
+    ) -> None:
+        self.config = config
+        self.group = group
+        self.admin = admin
+        self.replica_manager = addresses.replica_manager(broker_id)
+        self.coordinator = addresses.group_coordinator(broker_id)
+        self._creating_offsets_topic = False
+
+    def _ask(
+        self, request: Request, answered: type[R], answer: Callable[[R | None, ErrorCode], Step]
+    ) -> Step:
+        """Ask the group coordinator; `answer(its response, the code for what it omits)`, or
+        `answer(None, the failure's code)` when it answered something else (an ErrorResponse)."""
+
+        def then(response: Response) -> Step:
+            if isinstance(response, answered):
+                return answer(response, ErrorCode.UNKNOWN_SERVER_ERROR)
+            return answer(None, error_of(response))
+
+        return Ask(self.coordinator, request, then)
+
+    # -- FindCoordinator -----------------------------------------------------------------------
+
+    def find_coordinator(self, header: RequestHeader, body: Any) -> Step:
+        schema = response_type(ApiKey.FIND_COORDINATOR, header.api_version)
+
+        def unavailable(why: str) -> Step:
+            return _answer(
+                schema,
+                error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                error_message=why,
+                node_id=-1,
+                host="",
+                port=-1,
+            )
+
+        if int(getattr(body, "key_type", GROUP_KEY_TYPE)) != GROUP_KEY_TYPE:
+            return unavailable("kafkactor has no transaction coordinator")
+        partition = partition_for(body.key, self.group.offsets_topic_partitions)
+
+        def answered(response: Response) -> Step:
+            if not isinstance(response, MetadataResponse):
+                return unavailable(f"no metadata ({error_of(response).name})")
+            topic = next((t for t in response.topics if t.topic == OFFSETS_TOPIC), None)
+            if topic is None or topic.error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                return self._create_offsets_topic(response, unavailable)
+            leader = next((p.leader for p in topic.partitions if p.partition == partition), -1)
+            found = [e for e in response.endpoints if e.broker_id == leader and leader >= 0]
+            if not found:
+                return unavailable(f"{OFFSETS_TOPIC}-{partition} has no leader")
+            return _answer(
+                schema,
+                error_code=ErrorCode.NONE,
+                error_message=None,
+                node_id=found[0].broker_id,
+                host=found[0].host,
+                port=found[0].port,
+            )
+
+        return Ask(self.replica_manager, MetadataRequest(topics=(OFFSETS_TOPIC,)), answered)
+
+    def _create_offsets_topic(
+        self, response: MetadataResponse, unavailable: Callable[[str], Step]
+    ) -> Step:
+        """Create `__consumer_offsets` (one creation at a time) and answer
+        COORDINATOR_NOT_AVAILABLE meanwhile: clients retry until its partitions have leaders."""
+        admin = self.admin
+        if admin is None or self._creating_offsets_topic:
+            return unavailable(f"{OFFSETS_TOPIC} does not exist yet")
+        live = max(1, len(response.endpoints) or len(response.brokers))
+        factor = min(self.config.offsets_topic_replication_factor, live)
+        partitions = self.group.offsets_topic_partitions
+        self._creating_offsets_topic = True
+
+        def create() -> Exception | None:
+            try:
+                admin.create_topic(OFFSETS_TOPIC, partitions, factor, OFFSETS_TOPIC_CONFIG)
+            except TopicExistsError:  # another broker's lookup created it meanwhile
+                return None
+            except Exception as error:  # ZooKeeper or the controller failed: a later lookup
+                return error  # tries again
+            return None
+
+        def created(outcome: Any) -> Step:
+            self._creating_offsets_topic = False
+            if isinstance(outcome, BaseException):
+                return unavailable(f"creating {OFFSETS_TOPIC} failed: {outcome}")
+            return unavailable(f"{OFFSETS_TOPIC} is being created")
+
+        return Admin(create, created)
+
+    # -- the rebalance protocol -----------------------------------------------------------------
+
+    def join_group(self, header: RequestHeader, body: Any) -> Step:
+        version = header.api_version
+        schema = response_type(ApiKey.JOIN_GROUP, version)
+        member_type = nested(schema, "JoinGroupResponseMember")
+        session_timeout_ms = millis(body.session_timeout)
+        # v5's group_instance_id (KIP-345) is ignored: every member is dynamic here
+        request = JoinGroupRequest(
+            group_id=body.group_id,
+            member_id=body.member_id,
+            client_id=header.client_id or "",
+            client_host=_CLIENT_HOST,
+            session_timeout_ms=session_timeout_ms,
+            # v0 has no rebalance timeout: the session timeout bounds the join phase
+            rebalance_timeout_ms=millis(body.rebalance_timeout) if version else session_timeout_ms,
+            protocol_type=body.protocol_type,
+            protocols=tuple(
+                GroupProtocol(name=p.name, metadata=p.metadata) for p in body.protocols
+            ),
+            require_known_member_id=version >= 4,  # KIP-394
+        )
+
+        def joined(response: JoinGroupResponse | None, code: ErrorCode) -> Step:
+            r = response if response is not None else JoinGroupResponse(error_code=code)
+            members = tuple(
+                build(
+                    member_type, member_id=m.member_id, group_instance_id=None, metadata=m.metadata
+                )
+                for m in r.members
+            )
+            return _answer(
+                schema,
+                error_code=r.error_code,
+                generation_id=r.generation_id,
+                protocol_name=r.protocol_name or "",  # not nullable before v7
+                leader=r.leader_id,
+                member_id=r.member_id,
+                members=members,
+            )
+
+        return self._ask(request, JoinGroupResponse, joined)
+
+    def sync_group(self, header: RequestHeader, body: Any) -> Step:
+        schema = response_type(ApiKey.SYNC_GROUP, header.api_version)
+        request = SyncGroupRequest(
+            group_id=body.group_id,
+            generation_id=int(body.generation_id),
+            member_id=body.member_id,
+            assignments=tuple(
+                SyncGroupAssignment(member_id=a.member_id, assignment=a.assignment)
+                for a in body.assignments
+            ),
+        )
+
+        def synced(response: SyncGroupResponse | None, code: ErrorCode) -> Step:
+            r = response if response is not None else SyncGroupResponse(error_code=code)
+            return _answer(schema, error_code=r.error_code, assignment=r.assignment)
+
+        return self._ask(request, SyncGroupResponse, synced)
+
+    def heartbeat(self, header: RequestHeader, body: Any) -> Step:
+        schema = response_type(ApiKey.HEARTBEAT, header.api_version)
+        request = HeartbeatRequest(
+            group_id=body.group_id, generation_id=int(body.generation_id), member_id=body.member_id
+        )
+
+        def beaten(response: HeartbeatResponse | None, code: ErrorCode) -> Step:
+            return _answer(schema, error_code=response.error_code if response is not None else code)
+
+        return self._ask(request, HeartbeatResponse, beaten)
+
+    def leave_group(self, header: RequestHeader, body: Any) -> Step:
+        version = header.api_version
+        schema = response_type(ApiKey.LEAVE_GROUP, version)
+        members = tuple(m.member_id for m in body.members) if version >= 3 else (body.member_id,)
+
+        def left(response: LeaveGroupResponse | None, code: ErrorCode) -> Step:
+            r = response if response is not None else LeaveGroupResponse(error_code=code)
+            if version < 3:  # one member and no member list: its error is the request's
+                failed = [m.error_code for m in r.members if m.error_code is not ErrorCode.NONE]
+                top = failed[0] if r.error_code is ErrorCode.NONE and failed else r.error_code
+                return _answer(schema, error_code=top)
+            member_type = nested(schema, "MemberResponse")
+            return _answer(
+                schema,
+                error_code=r.error_code,
+                members=tuple(
+                    build(
+                        member_type,
+                        member_id=m.member_id,
+                        group_instance_id=None,
+                        error_code=m.error_code,
+                    )
+                    for m in r.members
+                ),
+            )
+
+        request = LeaveGroupRequest(group_id=body.group_id, member_ids=members)
+        return self._ask(request, LeaveGroupResponse, left)
+
+    # -- offsets --------------------------------------------------------------------------------
+
+    def offset_commit(self, header: RequestHeader, body: Any) -> Step:
+        schema = response_type(ApiKey.OFFSET_COMMIT, header.api_version)
+        topic_type = nested(schema, "OffsetCommitResponseTopic")
+        partition_type = nested(schema, "OffsetCommitResponsePartition")
+        # v2-v4's retention_time is ignored (offsets do not expire here), as is v7's
+        # group_instance_id; from v6 each offset carries the leader epoch it was read in
+        request = OffsetCommitRequest(
+            group_id=body.group_id,
+            generation_id=int(body.generation_id_or_member_epoch),
+            member_id=body.member_id,
+            partitions=tuple(
+                OffsetCommitPartition(
+                    topic=topic.name,
+                    partition=int(p.partition_index),
+                    offset=int(p.committed_offset),
+                    leader_epoch=int(getattr(p, "committed_leader_epoch", -1)),
+                    metadata=p.committed_metadata,
+                )
+                for topic in body.topics
+                for p in topic.partitions
+            ),
+        )
+
+        def committed(response: OffsetCommitResponse | None, code: ErrorCode) -> Step:
+            results = response.partitions if response is not None else ()
+            codes = {(p.topic, p.partition): p.error_code for p in results}
+
+            def partition(topic: str, p: Any) -> Any:
+                index = int(p.partition_index)
+                error = codes.get((topic, index), code)
+                return build(partition_type, partition_index=index, error_code=error)
+
+            topics = tuple(
+                build(
+                    topic_type,
+                    name=t.name,
+                    partitions=tuple(partition(t.name, p) for p in t.partitions),
+                )
+                for t in body.topics
+            )
+            return _answer(schema, topics=topics)
+
+        return self._ask(request, OffsetCommitResponse, committed)
+
+    def offset_fetch(self, header: RequestHeader, body: Any) -> Step:
+        version = header.api_version
+        schema = response_type(ApiKey.OFFSET_FETCH, version)
+        every = body.topics is None  # null from v2: every partition the group committed
+        wanted = tuple(
+            OffsetFetchPartitionRequest(topic=topic.name, partition=int(index))
+            for topic in body.topics or ()
+            for index in topic.partition_indexes
+        )
+        # require_stable (KIP-447) comes with v7: never asked for in the versions served
+        request = OffsetFetchRequest(
+            group_id=body.group_id, partitions=wanted, all_partitions=every
+        )
+
+        def fetched(response: OffsetFetchResponse | None, code: ErrorCode) -> Step:
+            r = response if response is not None else OffsetFetchResponse(error_code=code)
+            results: Iterable[OffsetFetchPartitionResult]
+            if r.error_code is not ErrorCode.NONE:
+                # a group-level error: v2+ says it once; v1 has no field for it, so every
+                # partition asked for carries it (Kafka's error response for those versions)
+                results = () if version >= 2 else (_unfetched(w, r.error_code) for w in wanted)
+            elif every:
+                results = r.partitions
+            else:
+                found = {(p.topic, p.partition): p for p in r.partitions}
+                results = (found.get((w.topic, w.partition), _unfetched(w, code)) for w in wanted)
+            return _answer(schema, error_code=r.error_code, topics=_fetched_topics(schema, results))
+
+        return self._ask(request, OffsetFetchResponse, fetched)
+
+    # -- administration -------------------------------------------------------------------------
+
+    def describe_groups(self, header: RequestHeader, body: Any) -> Step:
+        schema = response_type(ApiKey.DESCRIBE_GROUPS, header.api_version)
+        group_ids = tuple(body.groups)
+
+        def described(response: DescribeGroupsResponse | None, code: ErrorCode) -> Step:
+            found = {g.group_id: g for g in response.groups} if response is not None else {}
+            groups = (found.get(g, DescribedGroup(error_code=code, group_id=g)) for g in group_ids)
+            return _answer(schema, groups=tuple(_described(schema, g) for g in groups))
+
+        request = DescribeGroupsRequest(group_ids=group_ids)
+        return self._ask(request, DescribeGroupsResponse, described)
+
+    def list_groups(self, header: RequestHeader, body: Any) -> Step:
+        schema = response_type(ApiKey.LIST_GROUPS, header.api_version)
+        listed_type = nested(schema, "ListedGroup")
+        # v4's states_filter (KIP-518); the coordinator filters
+        request = ListGroupsRequest(states_filter=tuple(getattr(body, "states_filter", ())))
+
+        def listed(response: ListGroupsResponse | None, code: ErrorCode) -> Step:
+            r = response if response is not None else ListGroupsResponse(error_code=code)
+            groups = tuple(
+                build(
+                    listed_type,
+                    group_id=g.group_id,
+                    protocol_type=g.protocol_type,
+                    group_state=g.state,
+                )
+                for g in r.groups
+            )
+            return _answer(schema, error_code=r.error_code, groups=groups)
+
+        return self._ask(request, ListGroupsResponse, listed)
+
+    def delete_groups(self, header: RequestHeader, body: Any) -> Step:
+        schema = response_type(ApiKey.DELETE_GROUPS, header.api_version)
+        result_type = nested(schema, "DeletableGroupResult")
+        group_ids = tuple(body.groups_names)
+
+        def deleted(response: DeleteGroupsResponse | None, code: ErrorCode) -> Step:
+            found = {g.group_id: g for g in response.groups} if response is not None else {}
+            results = (found.get(g, DeletedGroup(group_id=g, error_code=code)) for g in group_ids)
+            return _answer(
+                schema,
+                results=tuple(
+                    build(result_type, group_id=r.group_id, error_code=r.error_code)
+                    for r in results
+                ),
+            )
+
+        request = DeleteGroupsRequest(group_ids=group_ids)
+        return self._ask(request, DeleteGroupsResponse, deleted)
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+def _answer(schema: type[Any], **values: Any) -> Answer:
+    """An Answer of `schema` (throttle time 0 in the versions that have one)."""
+    return Answer(build(schema, throttle_time=NO_THROTTLE, **values))
+
+
+def _unfetched(wanted: OffsetFetchPartitionRequest, code: ErrorCode) -> OffsetFetchPartitionResult:
+    return OffsetFetchPartitionResult(
+        topic=wanted.topic, partition=wanted.partition, error_code=code
+    )
+
+
+def _fetched_topics(
+    schema: type[Any], results: Iterable[OffsetFetchPartitionResult]
+) -> tuple[Any, ...]:
+    """OffsetFetch's topics: the results grouped by topic, in the order they come."""
+    topic_type = nested(schema, "OffsetFetchResponseTopic")
+    partition_type = nested(schema, "OffsetFetchResponsePartition")
+    by_topic: dict[str, list[Any]] = {}
+    for p in results:
+        by_topic.setdefault(p.topic, []).append(
+            build(
+                partition_type,
+                partition_index=p.partition,
+                committed_offset=p.offset,
+                committed_leader_epoch=p.leader_epoch,  # v5+
+                metadata=p.metadata,
+                error_code=p.error_code,
+            )
+        )
+    return tuple(build(topic_type, name=t, partitions=tuple(ps)) for t, ps in by_topic.items())
+
+
+def _described(schema: type[Any], group: DescribedGroup) -> Any:
+    """One group of a DescribeGroups response."""
+    member_type = nested(schema, "DescribedGroupMember")
+    members = tuple(
+        build(
+            member_type,
+            member_id=m.member_id,
+            group_instance_id=None,  # v4+: no static members here
+            client_id=m.client_id,
+            client_host=m.client_host,
+            member_metadata=m.metadata,
+            member_assignment=m.assignment,
+        )
+        for m in group.members
+    )
+    return build(
+        nested(schema, "DescribedGroup"),
+        error_code=group.error_code,
+        group_id=group.group_id,
+        group_state=group.state,
+        protocol_type=group.protocol_type,
+        protocol_data=group.protocol,
+        members=members,
+        # v3+ may ask for them (include_authorized_operations): no authorizer computes them
+        authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+    )
