@@ -2,12 +2,18 @@
 
 The scripts run at once, as subprocesses from the repository root, and each test waits for its
 own: no figure is judged (a smoke run's numbers mean nothing), only that the script exits 0 and
-its table and JSON carry the expected rows.
+its table and JSON carry the expected rows. Each script runs in a session of its own, so that
+whatever is still running at the end (a ``-k`` selection leaves scripts unwaited for) goes with
+its whole process group: multiprocessing children (resource_tracker, spawn_main) included, which
+would otherwise keep the pipes open.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -19,6 +25,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = (
     "analytics_bench",
+    "compaction_bench",
+    "group_bench",
     "produce_bench",
     "purgatory_bench",
     "storage_bench",
@@ -26,6 +34,7 @@ SCRIPTS = (
     "wire_bench",
 )
 WAIT_S = 60
+KILLED_WAIT_S = 10  # for a killed script's pipes to close
 
 
 class Run:
@@ -39,6 +48,7 @@ class Run:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            start_new_session=True,  # its own process group, children included: see `stop`
         )
 
     def wait(self) -> tuple[str, dict[str, Any]]:
@@ -47,6 +57,13 @@ class Run:
         assert self.process.returncode == 0, stderr
         return stdout, json.loads(self.json_path.read_text())
 
+    def stop(self) -> None:
+        """Kill the script's whole process group (whatever of it is left), then reap it."""
+        with contextlib.suppress(ProcessLookupError):  # nothing left of the group
+            os.killpg(self.process.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.communicate(timeout=KILLED_WAIT_S)
+
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
@@ -54,9 +71,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
     started = {name: Run(name, out) for name in SCRIPTS}
     yield started
     for run in started.values():
-        if run.process.poll() is None:
-            run.process.kill()
-            run.process.communicate()
+        run.stop()
 
 
 @pytest.mark.timeout(10)
@@ -92,6 +107,32 @@ def test_purgatory_bench(runs: dict[str, Run]) -> None:
     assert [b["tracing"] for b in document["best"]] == [False, True]
     assert {p["tracing"] for p in document["probes"]} == {False, True}
     assert all(p["errors"] == 0 for p in document["probes"])
+
+
+@pytest.mark.timeout(WAIT_S + 10)
+def test_group_bench(runs: dict[str, Run]) -> None:
+    stdout, document = runs["group_bench"].wait()
+    for title in ("commit/produce", "join->sync ms", "beyond session ms"):
+        assert title in stdout, title
+    commits = document["commits"]
+    assert [c["in_flight"] for c in commits] == document["parameters"]["in_flight"]
+    assert all(c["errors"] == 0 and c["commits_per_s"]["median"] > 0 for c in commits)
+    assert document["commit_batch_bytes"] > 0
+    rebalances, [failover] = document["rebalances"], document["failovers"]
+    assert [r["case"] for r in rebalances] == ["leave", "crash"]
+    for run in [*rebalances, failover]:
+        assert run["error"] == "" and run["total_ms"] > 0, run
+    assert failover["elected_ms"] <= failover["total_ms"]
+
+
+@pytest.mark.timeout(WAIT_S + 10)
+def test_compaction_bench(runs: dict[str, Run]) -> None:
+    stdout, document = runs["compaction_bench"].wait()
+    assert "cleaner/raw" in stdout
+    [compaction] = document["compactions"]
+    assert compaction["segments"] > 1 and compaction["messages_read"] > 0
+    assert 0 < compaction["bytes_written"] < compaction["dirty_bytes"]
+    assert compaction["cleaner_s"] > 0 and compaction["raw_s"] > 0
 
 
 @pytest.mark.timeout(WAIT_S + 10)
