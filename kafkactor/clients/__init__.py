@@ -1,18 +1,23 @@
 """kafkactor's in-process clients: a Producer and a Consumer that talk to brokers' actors.
 
 Errors carry Kafka's `ErrorCode`: a send's Future fails with `ProduceError`, `Consumer.poll`
-raises `ConsumerError`, and both are `ClientError`s (as a metadata lookup raises).
+raises `ConsumerError`, a consumer group's refused commit `CommitFailedError`, and all are
+`ClientError`s (as a metadata lookup raises). A `Consumer` with a `group_id` is a member of a
+consumer group through its `ConsumerCoordinator`.
 """
 
 from kafkactor.clients.consumer import Consumer, ConsumerRecord
-from kafkactor.clients.errors import ClientError, ConsumerError, ProduceError
+from kafkactor.clients.consumer_coordinator import ConsumerCoordinator
+from kafkactor.clients.errors import ClientError, CommitFailedError, ConsumerError, ProduceError
 from kafkactor.clients.metadata import ClientMetadata
 from kafkactor.clients.producer import Producer, RecordMetadata
 
 __all__ = [
     "ClientError",
     "ClientMetadata",
+    "CommitFailedError",
     "Consumer",
+    "ConsumerCoordinator",
     "ConsumerError",
     "ConsumerRecord",
     "ProduceError",

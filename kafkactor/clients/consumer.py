@@ -1,4 +1,5 @@
-"""The consumer client: assigned partitions read by long-poll fetches from their leaders."""
+"""The consumer client: partitions assigned by hand or by a consumer group, read by long-poll
+fetches from their leaders."""
 
 from __future__ import annotations
 
@@ -6,14 +7,16 @@ import itertools
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from typing import Any, overload
 
 from kafkactor.actors.runtime import Client, Directory, addresses
+from kafkactor.clients.consumer_coordinator import ConsumerCoordinator
 from kafkactor.clients.errors import ClientError, ConsumerError
 from kafkactor.clients.metadata import ClientMetadata
+from kafkactor.clients.offset_fetcher import reset_positions
 from kafkactor.common import TopicPartition
 from kafkactor.messages import ErrorCode, ErrorResponse
 from kafkactor.messages.offsets import (
@@ -79,7 +82,8 @@ def _as_topic_partition(value: TopicPartition | tuple[str, int]) -> TopicPartiti
 
 
 class Consumer:
-    """Kafka's consumer with manual assignment: `assign`, `seek`, `position`, `poll`.
+    """Kafka's consumer: partitions by hand (`assign`) or from a group (`subscribe`);
+    `seek`, `position`, `poll`, and with a group `commit` and `committed`.
 
     Partitions are `TopicPartition`s (`assign` also takes `(topic, partition)` pairs, and
     `seek` / `position` a topic and a partition, for brevity). `poll(timeout_ms)` sends one
@@ -104,6 +108,11 @@ class Consumer:
     - CORRUPT_MESSAGE for fetched bytes that do not parse, and any non-retriable fetch error.
 
     Records already fetched are returned first; the error is raised by the next poll.
+
+    **Consumer groups.** With a `group_id`, `subscribe` lets the group assign partitions (a
+    `ConsumerCoordinator` does the rebalancing and the commits); `poll` returns empty while it
+    rebalances. A partition starts at the group's committed offset, or by `auto_offset_reset`
+    ("none": `poll` raises OFFSET_OUT_OF_RANGE until a `seek`).
     """
 
     def __init__(
@@ -120,6 +129,13 @@ class Consumer:
         request_timeout_ms: int = 30_000,
         name: str | None = None,
         clock: Clock | None = None,
+        group_id: str | None = None,
+        session_timeout_ms: int = 10_000,
+        heartbeat_interval_ms: int = 3_000,
+        max_poll_interval_ms: int = 300_000,
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5_000,
+        partition_assignment_strategy: Sequence[str] = ("range",),
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError(
@@ -143,6 +159,24 @@ class Consumer:
         self._failures: dict[TopicPartition, int] = {}  # leader errors in a row
         self._pending_error: ConsumerError | None = None
         self._pause = threading.Event()  # never set: a bounded wait between retries
+        self._resetting: set[TopicPartition] = set()  # assigned, with no position yet
+        self.coordinator: ConsumerCoordinator | None = None
+        if group_id is not None:
+            self.coordinator = ConsumerCoordinator(
+                self.client,
+                self.metadata,
+                group_id,
+                positions=lambda: dict(self._positions),
+                on_assigned=self._on_assigned,
+                session_timeout_ms=session_timeout_ms,
+                rebalance_timeout_ms=max_poll_interval_ms,
+                heartbeat_interval_ms=heartbeat_interval_ms,
+                retry_backoff_ms=retry_backoff_ms,
+                request_timeout_ms=request_timeout_ms,
+                enable_auto_commit=enable_auto_commit,
+                auto_commit_interval_ms=auto_commit_interval_ms,
+                assignors=partition_assignment_strategy,
+            )
 
     @property
     def address(self) -> str:
@@ -152,18 +186,55 @@ class Consumer:
         """Read these partitions (from offset 0 unless `seek` says otherwise).
 
         As in Kafka, nothing is checked here: a partition no broker knows makes `poll` raise.
+        ValueError while subscribed (`unsubscribe` first).
         """
         wanted = [_as_topic_partition(p) for p in partitions]
-        self._positions = {tp: self._positions.get(tp, 0) for tp in wanted}
+        if self.subscription():
+            raise ValueError("assign and subscribe are mutually exclusive: unsubscribe first")
+        self._on_assigned({tp: self._positions.get(tp, 0) for tp in wanted})
+
+    def _on_assigned(self, positions: dict[TopicPartition, int | None]) -> None:
+        """Read these partitions from these positions (None: by `auto_offset_reset`)."""
+        self._positions = {tp: at for tp, at in positions.items() if at is not None}
+        self._resetting = {tp for tp, at in positions.items() if at is None}
         for state in (self.high_watermarks, self._backoff, self._failures):
-            for tp in [tp for tp in state if tp not in self._positions]:
+            for tp in [tp for tp in state if tp not in positions]:
                 del state[tp]
+        for leader, fetch in list(self._in_flight.items()):
+            if not fetch.sent.keys() <= self._positions.keys():  # revoked: its answer is moot
+                del self._in_flight[leader]
+                self.client.abandon(fetch.future)
         error = self._pending_error
-        if error is not None and error.topic_partition not in self._positions:
+        if error is not None and error.topic_partition not in positions:
             self._pending_error = None
 
     def assignment(self) -> list[TopicPartition]:
-        return sorted(self._positions)
+        return sorted(self._positions.keys() | self._resetting)
+
+    def subscribe(self, topics: Iterable[str]) -> None:
+        """Consume what the group assigns of these topics ([]: `unsubscribe`). ValueError
+        without a `group_id`, or after `assign` (Kafka: IllegalStateException)."""
+        if not self.subscription() and self.assignment():
+            raise ValueError("assign and subscribe are mutually exclusive: assign([]) first")
+        wanted = list(topics)
+        if wanted:
+            self._group("subscribe").subscribe(wanted)
+        else:
+            self.unsubscribe()
+
+    def _group(self, what: str) -> ConsumerCoordinator:
+        if self.coordinator is None:  # Kafka: InvalidGroupIdException
+            raise ValueError(f"{what} needs a group_id")
+        return self.coordinator
+
+    def unsubscribe(self) -> None:
+        """Give up every partition: leave the group, or forget the manual assignment."""
+        if self.coordinator is not None and self.coordinator.subscription:
+            self.coordinator.unsubscribe()
+        self._on_assigned({})
+
+    def subscription(self) -> list[str]:
+        return list(self.coordinator.subscription) if self.coordinator is not None else []
 
     @overload
     def seek(self, partition: TopicPartition, offset: int, /) -> None: ...
@@ -173,6 +244,7 @@ class Consumer:
         """Fetch from `offset` next: `seek(tp, offset)` or `seek(topic, partition, offset)`."""
         tp = self._assigned(*args[:-1])
         self._positions[tp] = int(args[-1])
+        self._resetting.discard(tp)
         self._failures.pop(tp, None)
         if self._pending_error is not None and self._pending_error.topic_partition == tp:
             self._pending_error = None  # an out-of-range position the user just moved
@@ -182,12 +254,21 @@ class Consumer:
     @overload
     def position(self, topic: str, partition: int, /) -> int: ...
     def position(self, *args: Any) -> int:
-        """The offset of the next record to fetch: `position(tp)` or `position(topic, p)`."""
-        return self._positions[self._assigned(*args)]
+        """The offset of the next record to fetch: `position(tp)` or `position(topic, p)`.
+
+        A group's partition with nothing committed gets one by `auto_offset_reset` first.
+        """
+        tp = self._assigned(*args)
+        if tp not in self._positions:
+            errors: list[ConsumerError] = []
+            self._reset_positions(time.monotonic() + self.request_timeout_ms / 1000, errors)
+            if tp not in self._positions:
+                raise errors[0] if errors else ConsumerError(ErrorCode.LEADER_NOT_AVAILABLE, tp)
+        return self._positions[tp]
 
     def _assigned(self, *args: Any) -> TopicPartition:
         tp = _as_topic_partition(args[0] if len(args) == 1 else tuple(args))
-        if tp not in self._positions:
+        if tp not in self._positions and tp not in self._resetting:
             raise KeyError(f"{tp} is not assigned")  # Kafka: IllegalStateException
         return tp
 
@@ -200,10 +281,13 @@ class Consumer:
             error, self._pending_error = self._pending_error, None
             raise error
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        if self.coordinator is not None and not self.coordinator.poll(deadline):
+            return []  # the group is rebalancing
         records: list[ConsumerRecord] = []
         errors: list[ConsumerError] = []
         waited_for_leaders = False
         while True:
+            self._reset_positions(deadline, errors)
             self._send_fetches(timeout_ms, errors)
             now = time.monotonic()
             if self._in_flight and not errors:
@@ -378,5 +462,36 @@ class Consumer:
         earliest = self.auto_offset_reset == "earliest"
         self._positions[tp] = data.log_start_offset if earliest else data.high_watermark
 
+    def _reset_positions(self, deadline: float, errors: list[ConsumerError]) -> None:
+        """Positions for partitions without one, by `auto_offset_reset` (ListOffsets)."""
+        now = time.monotonic()
+        due = sorted(tp for tp in self._resetting if self._backoff.get(tp, (0.0, False))[0] <= now)
+        if due:
+            timeout_s = max(deadline - now, self.retry_backoff_ms / 1000)
+            found, failed = reset_positions(
+                self.client, self.metadata, due, self.auto_offset_reset, timeout_s
+            )
+            errors.extend(failed)
+            for tp in due:
+                if tp in found:
+                    self._resetting.discard(tp)
+                    self._positions[tp] = found[tp]
+                else:
+                    self._retry_later(tp, waiting=True)
+
+    def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
+        """Kafka's `commitSync`: the positions, or `offsets` (the next offset to read, per
+        partition). `CommitFailedError` when the group rebalanced without this consumer,
+        `ClientError` for any other failure; ValueError without a `group_id`."""
+        self._group("commit").commit(dict(self._positions) if offsets is None else offsets)
+
+    def committed(self, partition: TopicPartition | tuple[str, int]) -> int | None:
+        """The group's committed offset for a partition (None: none); needs a `group_id`."""
+        tp = _as_topic_partition(partition)
+        return self._group("committed").committed([tp])[tp]
+
     def close(self) -> None:
+        """Commit (auto-commit) and leave the group, if in one; then stop for good."""
+        if self.coordinator is not None:
+            self.coordinator.close()
         self.client.close()

@@ -3,7 +3,8 @@
 Kafka's clients turn a failed request into an `ApiException` of the matching `Errors` code
 (`NotEnoughReplicasException` for NOT_ENOUGH_REPLICAS, ...). Here that is a `ClientError`
 carrying the `ErrorCode` itself: `ProduceError` fails a send's Future, `ConsumerError` is
-raised by `Consumer.poll`, and `ClientError` itself by a metadata lookup (`partitions_for`).
+raised by `Consumer.poll`, `CommitFailedError` by a consumer group's commit, and `ClientError`
+itself by a metadata lookup (`partitions_for`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 from kafkactor.common import TopicPartition
 from kafkactor.messages import ErrorCode
 
-__all__ = ["ClientError", "ConsumerError", "ProduceError"]
+__all__ = ["ClientError", "CommitFailedError", "ConsumerError", "ProduceError"]
 
 
 class ClientError(Exception):
@@ -97,3 +98,16 @@ class ConsumerError(ClientError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.error_code, self.topic_partition, self.reason))
+
+
+class CommitFailedError(ClientError):
+    """Kafka's `CommitFailedException`: the group refused an offset commit because this
+    consumer is no longer a member of the group's current generation.
+
+    The group rebalanced without it (its session expired, or it was too slow to rejoin) and
+    its partitions may already belong to another member, so the offsets are not committed.
+    `error_code` says what the coordinator answered: UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION
+    (the member was removed, or the generation moved on), or REBALANCE_IN_PROGRESS (the group
+    is rebalancing). The consumer rejoins on its next `poll`; a commit can succeed again once
+    it holds an assignment of the new generation.
+    """

@@ -25,6 +25,7 @@ from kafkactor.actors.runtime import Client, Directory, addresses
 from kafkactor.clients import Consumer, Producer
 from kafkactor.common import (
     LEADER_DURING_DELETE,
+    OFFSETS_TOPIC,
     BrokerEndpoint,
     PartitionLeaderState,
     TopicExistsError,
@@ -50,6 +51,7 @@ from kafkactor.messages.replication import (
     UpdateMetadata,
     UpdateMetadataResponse,
 )
+from kafkactor.network.group_apis import OFFSETS_TOPIC_CONFIG
 from kafkactor.network.socket_server import SocketServerConfig
 from kafkactor.storage import LogConfig
 from kafkactor.timer import Clock, SystemClock
@@ -604,10 +606,23 @@ class Cluster:
         return producer
 
     def consumer(self, **options: Any) -> Consumer:
-        """A consumer (see `Consumer`: max_wait_ms, min_bytes, ...), closed with the cluster."""
+        """A consumer (see `Consumer`: max_wait_ms, min_bytes, group_id, ...), closed with the
+        cluster; with a `group_id`, `ensure_offsets_topic` first."""
+        if options.get("group_id") is not None:
+            self.ensure_offsets_topic()
         consumer = Consumer(self.directory, self.live_brokers, clock=self.clock, **options)
         self._clients.append(consumer)
         return consumer
+
+    def ensure_offsets_topic(self) -> None:
+        """Create `__consumer_offsets` unless it exists (`config.group.offsets_topic_partitions`
+        partitions, replication factor min(offsets.topic.replication.factor, live brokers),
+        compacted), as a broker does on
+        the first FindCoordinator of the wire protocol."""
+        with contextlib.suppress(TopicExistsError):
+            partitions, live = self.config.group.offsets_topic_partitions, self.live_brokers()
+            factor = min(self.config.apis.offsets_topic_replication_factor, len(live))
+            self.create_topic(OFFSETS_TOPIC, partitions, factor, OFFSETS_TOPIC_CONFIG)
 
     # -- faults ----------------------------------------------------------------------------------
 
