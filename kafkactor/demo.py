@@ -1,5 +1,5 @@
 """The demo topology: three brokers on an embedded ZooKeeper, acks=all and acks=1 producers, a
-long-poll consumer, and a partition leader that crashes and comes back."""
+consumer group of two long-poll consumers, and a partition leader that crashes and comes back."""
 
 from __future__ import annotations
 
@@ -15,12 +15,16 @@ import orjson
 
 from kafkactor import tracing
 from kafkactor.actors.broker import BrokerConfig
+from kafkactor.actors.coordinator.offsets_topic import partition_for
+from kafkactor.actors.coordinator.results import GroupConfig
 from kafkactor.actors.replication import ReplicaManagerConfig
 from kafkactor.clients import Consumer, ProduceError, Producer, RecordMetadata
+from kafkactor.common import OFFSETS_TOPIC
 from kafkactor.storage import LogConfig
 from kafkactor.testing import Cluster
 
 TOPIC = "events"
+GROUP = "demo-readers"
 PARTITIONS = 2  # leaders on brokers 1 and 2 at first
 CRASHED_PARTITION = 0  # the leader of this partition crashes
 # Kafka's settings, scaled down so that a crash shows within seconds
@@ -30,7 +34,10 @@ DEMO_CONFIG = BrokerConfig(
         replica_fetch_wait_max_ms=250,
         replica_fetch_backoff_ms=100,
         high_watermark_checkpoint_interval_ms=1000,
-    )
+    ),
+    # Kafka's own config/server.properties sets this to 0 for development: the group's first
+    # rebalance does not wait 3 s for more members
+    group=GroupConfig(initial_rebalance_delay_ms=0),
 )
 
 
@@ -108,13 +115,50 @@ def _produce_loop(
         slots.acquire(timeout=10)
 
 
-def _drain(consumer: Consumer, consumed: set[bytes], acked: set[bytes]) -> None:
+def _drain(consumers: list[Consumer], consumed: set[bytes], acked: set[bytes]) -> None:
     """Read until every acknowledged record was seen, or 5 s pass."""
     deadline = time.monotonic() + 5
     while not acked <= consumed and time.monotonic() < deadline:
-        for record in consumer.poll(200):
-            if record.value is not None:
-                consumed.add(record.value)
+        for consumer in consumers:
+            for record in consumer.poll(100):
+                if record.value is not None:
+                    consumed.add(record.value)
+
+
+def _start_readers(
+    cluster: Cluster, stop: threading.Event, consumed: set[bytes]
+) -> tuple[list[Consumer], list[threading.Thread]]:
+    """Two members of the consumer group GROUP, each polling in a thread of its own."""
+    readers = [
+        cluster.consumer(group_id=GROUP, max_wait_ms=500, name=f"demo-reader-{i}") for i in (1, 2)
+    ]
+
+    def consume(consumer: Consumer) -> None:
+        while not stop.is_set():
+            for record in consumer.poll(200):
+                if record.value is not None:
+                    consumed.add(record.value)
+
+    threads = []
+    for consumer in readers:
+        consumer.subscribe([TOPIC])
+        thread = threading.Thread(
+            target=consume, args=(consumer,), name=f"demo-{consumer.address}", daemon=True
+        )
+        thread.start()
+        threads.append(thread)
+    return readers, threads
+
+
+def _group_summary(readers: list[Consumer]) -> str:
+    """Which partitions each member read, and the offsets it committed."""
+    members = []
+    for consumer in readers:
+        tps = consumer.assignment()
+        read = ", ".join(f"p{tp.partition}" for tp in tps)
+        committed = ", ".join(f"p{tp.partition}@{consumer.committed(tp)}" for tp in tps)
+        members.append(f"{consumer.address} read {read} (committed {committed})")
+    return f"group {GROUP!r}: " + "; ".join(members)
 
 
 def _count_events(path: Path) -> Counter[str]:
@@ -173,19 +217,15 @@ def run_demo(
             )
             for p, s in zip(producers, stats, strict=True)
         ]
-        consumer = cluster.consumer(max_wait_ms=500)
-        consumer.assign([(TOPIC, p) for p in range(PARTITIONS)])
         consumed: set[bytes] = set()
-
-        def consume() -> None:
-            while not stop.is_set():
-                for record in consumer.poll(200):
-                    if record.value is not None:
-                        consumed.add(record.value)
-
-        reader = threading.Thread(target=consume, name="demo-consumer", daemon=True)
-        for thread in [*threads, reader]:
+        readers, reader_threads = _start_readers(cluster, stop, consumed)
+        for thread in threads:
             thread.start()
+        note(
+            f"consumer group {GROUP!r}: 2 members subscribe to {TOPIC!r}; the coordinator "
+            f"(the leader of {OFFSETS_TOPIC}-{partition_for(GROUP)}, broker "
+            f"{cluster.leader(OFFSETS_TOPIC, partition_for(GROUP))}) gives each a partition"
+        )
 
         def report() -> None:
             isr = ", ".join(
@@ -225,8 +265,12 @@ def run_demo(
         for producer in producers:
             producer.close()  # every answer is in: the producer threads waited for them
         # Read everything the HW exposes, then compare with what was acknowledged.
-        reader.join(5)
-        _drain(consumer, consumed, set().union(*(s.acked_values for s in stats)))
+        for thread in reader_threads:
+            thread.join(5)
+        _drain(readers, consumed, set().union(*(s.acked_values for s in stats)))
+        for consumer in readers:
+            consumer.commit()
+        note(_group_summary(readers))
         missing_by_acks = {s.acks: len(s.acked_values - consumed) for s in stats}
         missing = missing_by_acks[-1]
         note(
