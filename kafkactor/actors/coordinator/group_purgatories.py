@@ -19,7 +19,8 @@ Apply = Callable[[Effects | Callable[[], None]], None]
 """The actor's queue of work: core `Effects` to carry out, or a step to run, in order."""
 
 CHECK_JOIN = "check_join"  # what completed a DelayedJoin a request's effects re-checked
-JOINED = "joined"  # ... or the DelayedJoin's first try (every member was there already)
+HEARTBEAT = "heartbeat"  # a member's new session deadline completed its previous one
+MEMBER_LEFT = "member_left"  # the member left (or its group went): no session to watch
 
 
 class GroupPurgatories:
@@ -61,7 +62,7 @@ class GroupPurgatories:
     def schedule_heartbeat(self, deadline: HeartbeatDeadline) -> None:
         """A member's new session deadline; it replaces the member's previous one."""
         key = (deadline.group_id, deadline.member_id)
-        self.cancel_heartbeat(*key)
+        self._end_heartbeat(key, HEARTBEAT)
         operation = DelayedHeartbeat(
             max(0, deadline.deadline_ms - self.clock.now_ms()),
             deadline,
@@ -71,10 +72,26 @@ class GroupPurgatories:
         self._watch(self.heartbeat, operation, key)
 
     def cancel_heartbeat(self, group_id: str, member_id: str) -> None:
-        """The member's DelayedHeartbeat completes without effect (it left, or was replaced)."""
-        previous = self._heartbeats.pop((group_id, member_id), None)
-        if previous is not None:
-            previous.force_complete(CompletedBy("replaced"))
+        """The member's DelayedHeartbeat completes without effect: it left the group."""
+        self._end_heartbeat((group_id, member_id), MEMBER_LEFT)
+
+    def _end_heartbeat(self, key: tuple[str, str], kind: str) -> None:
+        """Complete the member's current DelayedHeartbeat, if any (Kafka's checkAndComplete
+        of the member's key after a heartbeat, join, sync or leave)."""
+        previous = self._heartbeats.pop(key, None)
+        if previous is None or not previous.force_complete(CompletedBy(kind)):
+            return
+        if tracing.is_enabled():
+            purgatory = self.heartbeat
+            self._log_event(
+                "purgatory.complete",
+                purgatory=purgatory.name,
+                key=_key_name(key),
+                completed=1,
+                delayed=purgatory.num_delayed,
+                cause=kind,
+                completed_by=kind,
+            )
 
     def _heartbeat_expired(self, deadline: HeartbeatDeadline) -> None:
         key = (deadline.group_id, deadline.member_id)
