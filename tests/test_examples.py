@@ -25,6 +25,14 @@ PROMISES = {
         "acknowledged at offset 2 by the leader",
         "offset 2: key=b'customer-7' value=b'order 2'",
     ],
+    "kafka_python_consumer_group.py": [
+        "produced 8 orders to the 4 partitions of 'orders'",
+        # which consumer holds which half varies; the halves (the range assignor's) do not
+        "held partitions [0, 1] and read order 0 (p0@0), order 4 (p0@1), order 1 (p1@0), order 5",
+        "held partitions [2, 3] and read order 2 (p2@0), order 6 (p2@1), order 3 (p3@0), order 7",
+        "committed offsets: {0: 2, 1: 2, 2: 2, 3: 2}",
+        "each order read exactly once: True",
+    ],
     "controller_failover.py": ["epoch 2"],
     "analyze_events.py": [
         "events analysed, 0 corrupt lines",
@@ -64,9 +72,10 @@ def test_example_runs_and_prints_what_it_promises(name: str, tmp_path: Path) -> 
     assert not list(tmp_path.iterdir()), "an example left files behind"
 
 
-def test_the_readme_shows_the_kafka_python_example_as_it_runs() -> None:
-    """The README's wire-protocol example is examples/kafka_python_client.py, as run above."""
+@pytest.mark.parametrize("name", ["kafka_python_client.py", "kafka_python_consumer_group.py"])
+def test_the_readme_shows_the_kafka_python_examples_as_they_run(name: str) -> None:
+    """The README's wire-protocol examples are these files, as run above."""
     readme = (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
-    example = (EXAMPLES / "kafka_python_client.py").read_text(encoding="utf-8")
+    example = (EXAMPLES / name).read_text(encoding="utf-8")
     code = example.split('"""', 2)[2].strip()
     assert f"```python\n{code}\n```" in readme

@@ -2,8 +2,8 @@
 
 Producers and consumers run with librdkafka's defaults (acks=all, no idempotence,
 api.version.request=true) except where a test is about a setting. A consumer needs a
-`group.id`, but with `assign()` and `enable.auto.commit=false` it never joins nor commits
-(kafkactor serves no consumer groups).
+`group.id`; these use `assign()` with `enable.auto.commit=false`, so they never join nor
+commit (consumer groups are tests/wire/test_groups_confluent.py's).
 """
 
 from __future__ import annotations
