@@ -298,7 +298,9 @@ class OffsetsPartitionElected:
 @message
 class OffsetsPartitionResigned:
     """This broker no longer leads `__consumer_offsets` partition `partition` (it follows,
-    or the replica stopped): unload its groups (Kafka's `onResignation`)."""
+    or the replica stopped): unload its groups (Kafka's `onResignation`). `leader_epoch` is
+    the epoch it follows in, or -1 when the replica stopped (the coordinator then forgets the
+    partition's epochs: a topic deleted and created again starts from epoch 0)."""
 
     partition: int = 0
     leader_epoch: int = -1

@@ -266,10 +266,10 @@ class GroupCoordinatorActor(TracedActor):
             self.reply(request, DeleteGroupsResponse(groups=groups))
 
         for tombstones in outcome.tombstones:
-
-            def appended(error: ErrorCode, group_id: str = tombstones.group_id) -> None:
-                if error is not ErrorCode.NONE:
-                    errors[group_id] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            # Kafka answers a deleted group NONE whatever its tombstones' append did (the
+            # group is gone from the coordinator; a failed append lets it come back at the
+            # next load of its partition): answer once the append is done, either way
+            def appended(_error: ErrorCode, group_id: str = tombstones.group_id) -> None:
                 waiting.discard(group_id)
                 if not waiting:
                     answer()
@@ -336,6 +336,8 @@ class GroupCoordinatorActor(TracedActor):
             return
         if event.leader_epoch >= 0:
             self._epochs[partition] = event.leader_epoch
+        else:  # the replica stopped (its topic may be deleted and made again, from epoch 0)
+            self._epochs.pop(partition, None)
         if partition not in self.core.owned_partitions | self.core.loading_partitions:
             return
         unloaded = self.core.resign(partition, self.now)
