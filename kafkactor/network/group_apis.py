@@ -67,8 +67,6 @@ OFFSETS_TOPIC_CONFIG: Final = {
     "cleanup.policy": "compact",
     "segment.bytes": str(100 * 1024 * 1024),
 }
-# the client address Kafka shows for a member ("/127.0.0.1"): a request does not carry it here
-_CLIENT_HOST: Final = ""
 
 
 class GroupApis:
@@ -190,7 +188,7 @@ class GroupApis:
             group_id=body.group_id,
             member_id=body.member_id,
             client_id=header.client_id or "",
-            client_host=_CLIENT_HOST,
+            client_host=_client_host(header),
             session_timeout_ms=session_timeout_ms,
             # v0 has no rebalance timeout: the session timeout bounds the join phase
             rebalance_timeout_ms=millis(body.rebalance_timeout) if version else session_timeout_ms,
@@ -471,3 +469,9 @@ def _described(schema: type[Any], group: DescribedGroup) -> Any:
         # v3+ may ask for them (include_authorized_operations): no authorizer computes them
         authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )
+
+
+def _client_host(header: RequestHeader) -> str:
+    """A member's client host as Kafka shows it (Java's `InetAddress.toString()` of the
+    connection's peer: "/127.0.0.1"), or "" when the connection's address is not known."""
+    return f"/{header.client_host}" if header.client_host else ""

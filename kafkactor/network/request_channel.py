@@ -8,12 +8,15 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RequestHeader:
-    """A request's header (Kafka's RequestHeader v1 / v2 without its tagged fields)."""
+    """A request's header (Kafka's RequestHeader v1 / v2 without its tagged fields), with the
+    address of the client that sent it (`client_host`, not on the wire: Kafka's
+    `RequestContext.clientAddress`; "" when not known)."""
 
     api_key: int
     api_version: int
     correlation_id: int
     client_id: str | None
+    client_host: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import socket
 import threading
@@ -115,6 +116,7 @@ class _Connection(asyncio.Protocol):
         self.paused = False
         self.closing = False
         self.peer = ""
+        self.peer_host = ""
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
 
@@ -123,6 +125,7 @@ class _Connection(asyncio.Protocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.peer_host = str(peer[0]) if isinstance(peer, tuple) else str(peer)
         self.connection_id = f"{self.connection_id}-{self.peer}"
         self.server._connections[self.connection_id] = self
         if self.server._all_paused:
@@ -168,7 +171,7 @@ class _Connection(asyncio.Protocol):
         request = NetworkRequest(
             connection_id=self.connection_id,
             sequence=sequence,
-            header=header,
+            header=dataclasses.replace(header, client_host=self.peer_host),
             body=body,
             size=len(frame),
             received_ns=received_ns,

@@ -135,11 +135,15 @@ def apis(*, admin: FakeAdmin | None = None, replication_factor: int = 3) -> Kafk
     )
 
 
+CLIENT_ADDRESS = "10.0.0.7"  # the peer address of the connection the requests came on
+
+
 def handle(kafka_apis: KafkaApis, api: ApiKey, version: int, body: Any) -> Step:
     """Encode `body` as a client does, decode it as the broker does, and handle it."""
     header, decoded = decode_request(encode_request(api, version, body, correlation_id=11))
     assert decoded == body
-    return kafka_apis.handle(header, decoded)
+    # the socket server adds the connection's peer address, which is not on the wire
+    return kafka_apis.handle(dataclasses.replace(header, client_host=CLIENT_ADDRESS), decoded)
 
 
 @dataclass(frozen=True)
@@ -336,7 +340,7 @@ def test_join_group_is_asked_of_the_group_coordinator(version: int) -> None:
         group_id=GROUP,
         member_id="",
         client_id=CLIENT_ID,
-        client_host="",  # the connection's address does not reach KafkaApis
+        client_host="/" + CLIENT_ADDRESS,  # as Kafka shows it (InetAddress.toString)
         session_timeout_ms=10_000,
         rebalance_timeout_ms=10_000 if version == 0 else 45_000,  # v0: the session timeout
         protocol_type="consumer",

@@ -455,6 +455,14 @@ def read_ids(client: WireClient, count: int) -> list[int]:
     return [client.read_response(ApiKey.API_VERSIONS, 0)[0] for _ in range(count)]
 
 
+def test_a_request_carries_the_address_of_the_client_that_sent_it() -> None:
+    """Not on the wire: the socket server adds the connection's peer (Kafka's
+    RequestContext.clientAddress), which DescribeGroups shows as each member's client host."""
+    with stub_server() as (server, apis, _), stub_client(server) as client:
+        client.send(request_frame(ApiKey.API_VERSIONS, 0, api_versions_request(0)))
+        assert apis.next().header.client_host == "127.0.0.1"
+
+
 def test_answers_in_any_order_are_written_in_request_order() -> None:
     with stub_server() as (server, apis, _), stub_client(server) as client:
         client.send(
