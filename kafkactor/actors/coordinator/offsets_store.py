@@ -10,8 +10,10 @@ key, so compaction never changes what a load finds. Pure: records in, values out
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from kafkactor.actors.coordinator.group_metadata import (
     GroupMetadataSnapshot,
@@ -55,21 +57,18 @@ def group_record(snapshot: GroupMetadataSnapshot, now_ms: int) -> Record:
             if snapshot.current_state_timestamp_ms is None
             else snapshot.current_state_timestamp_ms
         ),
-        members=tuple(
-            MemberValue(
-                member_id=m.member_id,
-                group_instance_id=m.group_instance_id,
-                client_id=m.client_id,
-                client_host=m.client_host,
-                rebalance_timeout_ms=m.rebalance_timeout_ms,
-                session_timeout_ms=m.session_timeout_ms,
-                subscription=m.subscription,
-                assignment=m.assignment,
-            )
-            for m in snapshot.members
-        ),
+        members=tuple(_member(MemberValue, m) for m in snapshot.members),
     )
     return Record(encode_key(GroupKey(group=snapshot.group_id)), encode_value(value), now_ms)
+
+
+_M = TypeVar("_M", MemberValue, MemberSnapshot)
+
+
+def _member(kind: type[_M], member: MemberValue | MemberSnapshot) -> _M:
+    """One member from the record's form to the coordinator's or back: the two name their
+    fields alike (`GroupMetadataValue.MemberMetadata`'s fields)."""
+    return kind(**{f.name: getattr(member, f.name) for f in dataclasses.fields(kind)})
 
 
 def offset_records(
@@ -177,19 +176,7 @@ class OffsetsReplay:
             current_state_timestamp_ms=(
                 None if value.current_state_timestamp_ms < 0 else value.current_state_timestamp_ms
             ),
-            members=tuple(
-                MemberSnapshot(
-                    member_id=m.member_id,
-                    group_instance_id=m.group_instance_id,
-                    client_id=m.client_id,
-                    client_host=m.client_host,
-                    rebalance_timeout_ms=m.rebalance_timeout_ms,
-                    session_timeout_ms=m.session_timeout_ms,
-                    subscription=m.subscription,
-                    assignment=m.assignment,
-                )
-                for m in value.members
-            ),
+            members=tuple(_member(MemberSnapshot, m) for m in value.members),
         )
 
     def loaded(self) -> list[LoadedGroup]:
