@@ -268,19 +268,24 @@ bootstrap, group, topic = sys.argv[1:]
 consumer = KafkaConsumer(
     topic, bootstrap_servers=bootstrap, group_id=group, session_timeout_ms=6000
 )
+reported = None
 while True:
-    records = [r for rs in consumer.poll(timeout_ms=200).values() for r in rs]
+    records = [r for rs in consumer.poll(timeout_ms=500).values() for r in rs]
     if records:
         consumer.commit()
-    positions = {
-        tp.partition: consumer.position(tp, timeout_ms=10000) for tp in consumer.assignment()
-    }
-    line = {
-        "assigned": sorted(positions),
-        "positioned": None not in positions.values(),
-        "read": [[r.partition, r.offset, r.value.decode()] for r in records],
-    }
-    print(json.dumps(line), flush=True)
+    assigned = sorted(tp.partition for tp in consumer.assignment())
+    if records or assigned != reported:  # position() only when the assignment moved
+        positions = {
+            tp.partition: consumer.position(tp, timeout_ms=10000)
+            for tp in consumer.assignment()
+        }
+        line = {
+            "assigned": sorted(positions),
+            "positioned": None not in positions.values(),
+            "read": [[r.partition, r.offset, r.value.decode()] for r in records],
+        }
+        reported = assigned
+        print(json.dumps(line), flush=True)
 """
 
 
@@ -345,7 +350,12 @@ def test_a_killed_member_s_partitions_move_to_the_others_after_its_session_times
                 and is_split([victim.assigned, *(m.assigned for m in survivors)], 6)
             )
 
-        wait_until(split, JOIN_S, "the victim and two survivors splitting 6 partitions")
+        try:
+            wait_until(split, JOIN_S, "the victim and two survivors splitting 6 partitions")
+        except AssertionError as timed_out:  # say where each member stood
+            held = [(victim.assigned, victim.positioned)]
+            held += [(m.assigned, m.positions is not None) for m in survivors]
+            raise AssertionError(f"{timed_out}; (assigned, positioned): {held}") from None
         victims_partitions = victim.assigned
         before = produce(cluster, topic, 6, 5, "before")
         mine = [r for r in before if r.partition in victims_partitions]
