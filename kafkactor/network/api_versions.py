@@ -37,10 +37,10 @@ SUPPORTED: Final[dict[ApiKey, tuple[int, int]]] = {
     ApiKey.FETCH: (4, 11),
     ApiKey.LIST_OFFSETS: (1, 5),
     ApiKey.METADATA: (0, 8),
-    # kio (Kafka 4's definitions) has no OffsetCommit 0-1 nor OffsetFetch 0. librdkafka's
-    # balanced-consumer feature wants OffsetCommit 1-2 and OffsetFetch 1-1: an overlap is enough
-    ApiKey.OFFSET_COMMIT: (2, 7),
-    ApiKey.OFFSET_FETCH: (1, 5),
+    # OffsetCommit 0-1 and OffsetFetch 0, removed in Kafka 4 (KIP-896) and absent from kio,
+    # are served through entities transcribed from Kafka 3's definitions (removed_versions.py)
+    ApiKey.OFFSET_COMMIT: (0, 7),
+    ApiKey.OFFSET_FETCH: (0, 5),
     # groups only: a transaction coordinator lookup answers COORDINATOR_NOT_AVAILABLE. Every
     # Kafka broker lists FindCoordinator, and librdkafka takes its absence for a pre-0.10
     # broker and then sends lz4 batches uncompressed

@@ -1,10 +1,12 @@
 """The codec adapter: Kafka's request and response formats through kio, and nothing by hand.
 
-kio's entities are generated from Kafka's own JSON message definitions (every API and
-version) and decode in Rust. This module only picks the entity for an API key and version,
-reads a request frame (header, then body) and writes a response frame (size prefix, header,
-body). Every way a frame can be wrong ends in a `BadRequestError` naming why; the socket
-server then closes the connection, as Kafka does.
+kio's entities are generated from Kafka's own JSON message definitions (every API and version
+of Kafka 4) and decode in Rust; the versions Kafka 4 removed that are still served have entities
+transcribed from Kafka 3's definitions (`removed_versions`), which kio reads and writes alike.
+This module only picks the entity for an API key and version, reads a request frame (header,
+then body) and writes a response frame (size prefix, header, body). Every way a frame can be
+wrong ends in a `BadRequestError` naming why; the socket server then closes the connection, as
+Kafka does.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any, Final
 
 from kafkactor.network import _kio  # noqa: F401 (first: imports kio without hypothesis)
 from kafkactor.network.api_versions import ApiKey, served
+from kafkactor.network.removed_versions import REQUESTS, RESPONSES
 from kafkactor.network.request_channel import RequestHeader
 
 from kio.index import load_request_schema, load_response_schema  # isort: skip
@@ -35,6 +38,7 @@ __all__ = [
     "decode_request",
     "encode_response",
     "nested",
+    "request_type",
     "response_type",
 ]
 
@@ -64,8 +68,16 @@ UNSUPPORTED_API_VERSIONS: Final = UnsupportedApiVersions()
 
 
 @cache
+def request_type(api_key: int, version: int) -> Any:
+    """The request entity class of this API and version: kio's, or for a version Kafka 4
+    removed, the transcribed one (`kafkactor.network.removed_versions`)."""
+    transcribed = REQUESTS.get((api_key, version))
+    return transcribed if transcribed is not None else load_request_schema(api_key, version)
+
+
+@cache
 def _request_reader(api_key: int, version: int) -> tuple[Any, Any, Any]:
-    schema = load_request_schema(api_key, version)
+    schema = request_type(api_key, version)
     header = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
     return entity_reader(header), entity_reader(schema), schema
 
@@ -77,8 +89,10 @@ def _header_v1_reader() -> Any:
 
 @cache
 def response_type(api_key: int, version: int) -> Any:
-    """The kio response entity class of this API and version."""
-    return load_response_schema(api_key, version)
+    """The response entity class of this API and version: kio's, or for a version Kafka 4
+    removed, the transcribed one (`kafkactor.network.removed_versions`)."""
+    transcribed = RESPONSES.get((api_key, version))
+    return transcribed if transcribed is not None else load_response_schema(api_key, version)
 
 
 @cache

@@ -14,6 +14,8 @@ from kafkactor.actors.runtime import addresses
 from kafkactor.common import OFFSETS_TOPIC, TopicExistsError
 from kafkactor.messages import ErrorCode, Request, Response
 from kafkactor.messages.group import (
+    NO_GENERATION,
+    NO_MEMBER_ID,
     DeletedGroup,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
@@ -283,12 +285,14 @@ class GroupApis:
         schema = response_type(ApiKey.OFFSET_COMMIT, header.api_version)
         topic_type = nested(schema, "OffsetCommitResponseTopic")
         partition_type = nested(schema, "OffsetCommitResponsePartition")
-        # v2-v4's retention_time is ignored (offsets do not expire here), as is v7's
-        # group_instance_id; from v6 each offset carries the leader epoch it was read in
+        # v0 has no generation nor member: a commit outside group management (generation -1,
+        # member ""), as Kafka's v0 was. v1 alone has a commit timestamp per partition (-1: the
+        # broker's time). v2-v4's retention_time is ignored (offsets do not expire here), as is
+        # v7's group_instance_id; from v6 each offset carries the leader epoch it was read in
         request = OffsetCommitRequest(
             group_id=body.group_id,
-            generation_id=int(body.generation_id_or_member_epoch),
-            member_id=body.member_id,
+            generation_id=int(getattr(body, "generation_id_or_member_epoch", NO_GENERATION)),
+            member_id=getattr(body, "member_id", NO_MEMBER_ID),
             partitions=tuple(
                 OffsetCommitPartition(
                     topic=topic.name,
@@ -296,6 +300,7 @@ class GroupApis:
                     offset=int(p.committed_offset),
                     leader_epoch=int(getattr(p, "committed_leader_epoch", -1)),
                     metadata=p.committed_metadata,
+                    commit_timestamp_ms=int(getattr(p, "commit_timestamp", -1)),
                 )
                 for topic in body.topics
                 for p in topic.partitions
@@ -332,6 +337,7 @@ class GroupApis:
             for topic in body.topics or ()
             for index in topic.partition_indexes
         )
+        # v0 read ZooKeeper in Kafka 0.8.2; here it reads the coordinator, as v1 does.
         # require_stable (KIP-447) comes with v7: never asked for in the versions served
         request = OffsetFetchRequest(
             group_id=body.group_id, partitions=wanted, all_partitions=every
@@ -341,7 +347,7 @@ class GroupApis:
             r = response if response is not None else OffsetFetchResponse(error_code=code)
             results: Iterable[OffsetFetchPartitionResult]
             if r.error_code is not ErrorCode.NONE:
-                # a group-level error: v2+ says it once; v1 has no field for it, so every
+                # a group-level error: v2+ says it once; v0-v1 have no field for it, so every
                 # partition asked for carries it (Kafka's error response for those versions)
                 results = () if version >= 2 else (_unfetched(w, r.error_code) for w in wanted)
             elif every:

@@ -61,6 +61,7 @@ from kafkactor.network.codec import decode_request, encode_response
 from kafkactor.network.kafka_apis import Admin, Answer, Ask, KafkaApis, KafkaApisConfig, Step
 from tests.network.wire import (
     CLIENT_ID,
+    COMMIT_TIME_MS,
     GROUP,
     MEMBER,
     TOPIC,
@@ -453,19 +454,26 @@ def test_leave_group_v3_answers_each_member() -> None:
 # -- OffsetCommit and OffsetFetch ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", [2, 5, 6, 7])
+@pytest.mark.parametrize("version", [0, 1, 2, 5, 6, 7])
 def test_offset_commit_is_translated_per_partition(version: int) -> None:
     request = asked(
         ApiKey.OFFSET_COMMIT, version, offset_commit_request(version), OffsetCommitRequest
     ).request
     epoch = 4 if version >= 6 else -1  # committed_leader_epoch from v6
+    stamp = COMMIT_TIME_MS if version == 1 else -1  # commit_timestamp: v1 only
     assert request == OffsetCommitRequest(
+        # v0 has no generation nor member: a commit outside group management
         group_id=GROUP,
-        generation_id=3,
-        member_id=MEMBER,
+        generation_id=3 if version >= 1 else -1,
+        member_id=MEMBER if version >= 1 else "",
         partitions=(
             OffsetCommitPartition(
-                topic=TOPIC, partition=0, offset=42, leader_epoch=epoch, metadata="meta"
+                topic=TOPIC,
+                partition=0,
+                offset=42,
+                leader_epoch=epoch,
+                metadata="meta",
+                commit_timestamp_ms=stamp,
             ),
             OffsetCommitPartition(
                 topic=TOPIC, partition=1, offset=7, leader_epoch=epoch, metadata=None
@@ -474,7 +482,7 @@ def test_offset_commit_is_translated_per_partition(version: int) -> None:
     )
 
 
-@pytest.mark.parametrize("version", [2, 7])
+@pytest.mark.parametrize("version", [0, 1, 2, 7])
 def test_offset_commit_answers_each_partition_and_one_left_out_is_an_unknown_error(
     version: int,
 ) -> None:
@@ -515,7 +523,7 @@ def fetched_partitions(body: Any) -> list[tuple[str, int, int, str | None, int]]
     ]
 
 
-@pytest.mark.parametrize("version", [1, 2, 5])
+@pytest.mark.parametrize("version", [0, 1, 2, 5])
 def test_offset_fetch_of_named_partitions(version: int) -> None:
     step = asked(ApiKey.OFFSET_FETCH, version, offset_fetch_request(version), OffsetFetchRequest)
     assert step.request == OffsetFetchRequest(
@@ -557,10 +565,13 @@ def test_offset_fetch_of_null_topics_asks_for_every_partition(version: int) -> N
     ]
 
 
-def test_offset_fetch_v1_has_no_group_error_so_each_partition_carries_it() -> None:
-    then = asked(ApiKey.OFFSET_FETCH, 1, offset_fetch_request(1), OffsetFetchRequest).then
+@pytest.mark.parametrize("version", [0, 1])
+def test_offset_fetch_v0_v1_have_no_group_error_so_each_partition_carries_it(version: int) -> None:
+    then = asked(
+        ApiKey.OFFSET_FETCH, version, offset_fetch_request(version), OffsetFetchRequest
+    ).then
     loading = OffsetFetchResponse(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
-    body = answer(then(loading), ApiKey.OFFSET_FETCH, 1)
+    body = answer(then(loading), ApiKey.OFFSET_FETCH, version)
     assert fetched_partitions(body) == [
         (TOPIC, 0, -1, "", ErrorCode.COORDINATOR_LOAD_IN_PROGRESS),
         (TOPIC, 1, -1, "", ErrorCode.COORDINATOR_LOAD_IN_PROGRESS),

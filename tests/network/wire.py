@@ -2,8 +2,10 @@
 
 Requests are encoded and responses decoded with kio's entities (generated from Kafka's JSON
 message definitions) and its serializers, never through `kafkactor.network.codec`, so a
-codec bug cannot cancel itself out. `WireClient` is a blocking socket with a deadline on every
-read: a test that waits for an answer that never comes fails instead of hanging.
+codec bug cannot cancel itself out. For the versions kio lacks (Kafka 4 removed them) the
+transcribed entities of `kafkactor.network.removed_versions` stand in; kafka-python's own
+encoder cross-checks them (test_removed_versions.py). `WireClient` is a blocking socket with a
+deadline on every read: a test that waits for an answer that never comes fails instead of hanging.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32, i64
 
 from kafkactor.network.api_versions import MIN_SERVED_PRODUCE_VERSION, SUPPORTED, ApiKey
+from kafkactor.network.removed_versions import REQUESTS, RESPONSES
 from kafkactor.storage import Record, build_batch
 
 WAIT_S: Final = 5.0  # a generous bound for anything that must happen
@@ -35,10 +38,25 @@ TOPIC: Final = "events"
 CLIENT_ID: Final = "kafkactor-tests"
 GROUP: Final = "a-group"
 MEMBER: Final = "kafkactor-tests-7d2c"
+COMMIT_TIME_MS: Final = 1_700_000_000_000  # the commit timestamp of an OffsetCommit v1 sample
 _SIZE: Final = struct.Struct(">i")
 
 
 # -- request bodies ------------------------------------------------------------------------------
+
+
+def request_schema(api_key: int, version: int) -> Any:
+    """kio's request entity, or for a version Kafka 4 removed (which kio lacks) the transcribed
+    one of `kafkactor.network.removed_versions` (tests/network/test_removed_versions.py checks
+    those against kafka-python's independent encoder)."""
+    transcribed = REQUESTS.get((api_key, version))
+    return transcribed if transcribed is not None else load_request_schema(api_key, version)
+
+
+def response_schema(api_key: int, version: int) -> Any:
+    """kio's response entity, or the transcribed one (as `request_schema`)."""
+    transcribed = RESPONSES.get((api_key, version))
+    return transcribed if transcribed is not None else load_response_schema(api_key, version)
 
 
 def make(entity: type[Any], **values: Any) -> Any:
@@ -68,14 +86,14 @@ def batch(*values: bytes, timestamp_ms: int = 1_000) -> bytes:
 
 
 def api_versions_request(version: int) -> Any:
-    schema = load_request_schema(ApiKey.API_VERSIONS, version)
+    schema = request_schema(ApiKey.API_VERSIONS, version)
     return make(schema, client_software_name="kafkactor-tests", client_software_version="1.0")
 
 
 def metadata_request(
     version: int, topics: Sequence[str] | None, *, allow_auto_topic_creation: bool = True
 ) -> Any:
-    schema = load_request_schema(ApiKey.METADATA, version)
+    schema = request_schema(ApiKey.METADATA, version)
     topic = nested(schema, "MetadataRequestTopic")
     return make(
         schema,
@@ -96,7 +114,7 @@ def produce_request(
     timeout_ms: int = 5_000,
     transactional_id: str | None = None,
 ) -> Any:
-    schema = load_request_schema(ApiKey.PRODUCE, version)
+    schema = request_schema(ApiKey.PRODUCE, version)
     topic_type = nested(schema, "TopicProduceData")
     partition_type = nested(schema, "PartitionProduceData")
     return make(
@@ -123,7 +141,7 @@ def fetch_request(
     min_bytes: int = 1,
     replica_id: int = -1,
 ) -> Any:
-    schema = load_request_schema(ApiKey.FETCH, version)
+    schema = request_schema(ApiKey.FETCH, version)
     topic_type = nested(schema, "FetchTopic")
     partition_type = nested(schema, "FetchPartition")
     return make(
@@ -156,7 +174,7 @@ def fetch_request(
 
 
 def _list_offsets_request(version: int) -> Any:
-    schema = load_request_schema(ApiKey.LIST_OFFSETS, version)
+    schema = request_schema(ApiKey.LIST_OFFSETS, version)
     topic_type = nested(schema, "ListOffsetsTopic")
     partition_type = nested(schema, "ListOffsetsPartition")
     partition = make(
@@ -171,7 +189,7 @@ def _list_offsets_request(version: int) -> Any:
 
 
 def _create_topics_request(version: int) -> Any:
-    schema = load_request_schema(ApiKey.CREATE_TOPICS, version)
+    schema = request_schema(ApiKey.CREATE_TOPICS, version)
     topic_type = nested(schema, "CreatableTopic")
     config_type = nested(schema, "CreatableTopicConfig")
     topic = topic_type(
@@ -185,22 +203,22 @@ def _create_topics_request(version: int) -> Any:
 
 
 def _delete_topics_request(version: int) -> Any:
-    schema = load_request_schema(ApiKey.DELETE_TOPICS, version)
+    schema = request_schema(ApiKey.DELETE_TOPICS, version)
     return make(schema, topic_names=("old",), timeout=datetime.timedelta(seconds=5))
 
 
 def _init_producer_id_request(version: int) -> Any:
-    schema = load_request_schema(ApiKey.INIT_PRODUCER_ID, version)
+    schema = request_schema(ApiKey.INIT_PRODUCER_ID, version)
     return make(schema, transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60))
 
 
 def find_coordinator_request(version: int, key: str = GROUP, key_type: int = 0) -> Any:
-    schema = load_request_schema(ApiKey.FIND_COORDINATOR, version)
+    schema = request_schema(ApiKey.FIND_COORDINATOR, version)
     return make(schema, key=key, key_type=key_type)
 
 
 def join_group_request(version: int, *, member_id: str = "") -> Any:
-    schema = load_request_schema(ApiKey.JOIN_GROUP, version)
+    schema = request_schema(ApiKey.JOIN_GROUP, version)
     protocol = nested(schema, "JoinGroupRequestProtocol")
     return make(
         schema,
@@ -218,7 +236,7 @@ def join_group_request(version: int, *, member_id: str = "") -> Any:
 
 
 def sync_group_request(version: int, *, leader: bool = True) -> Any:
-    schema = load_request_schema(ApiKey.SYNC_GROUP, version)
+    schema = request_schema(ApiKey.SYNC_GROUP, version)
     assignment = nested(schema, "SyncGroupRequestAssignment")
     return make(
         schema,
@@ -233,14 +251,14 @@ def sync_group_request(version: int, *, leader: bool = True) -> Any:
 
 
 def heartbeat_request(version: int) -> Any:
-    schema = load_request_schema(ApiKey.HEARTBEAT, version)
+    schema = request_schema(ApiKey.HEARTBEAT, version)
     return make(
         schema, group_id=GROUP, generation_id=i32(3), member_id=MEMBER, group_instance_id=None
     )
 
 
 def leave_group_request(version: int, *members: str) -> Any:
-    schema = load_request_schema(ApiKey.LEAVE_GROUP, version)
+    schema = request_schema(ApiKey.LEAVE_GROUP, version)
     leaving = members or (MEMBER,)
     if version < 3:
         return make(schema, group_id=GROUP, member_id=leaving[0])
@@ -253,7 +271,7 @@ def leave_group_request(version: int, *members: str) -> Any:
 
 
 def offset_commit_request(version: int) -> Any:
-    schema = load_request_schema(ApiKey.OFFSET_COMMIT, version)
+    schema = request_schema(ApiKey.OFFSET_COMMIT, version)
     topic_type = nested(schema, "OffsetCommitRequestTopic")
     partition_type = nested(schema, "OffsetCommitRequestPartition")
     partitions = tuple(
@@ -262,9 +280,13 @@ def offset_commit_request(version: int) -> Any:
             partition_index=i32(index),
             committed_offset=i64(offset),
             committed_leader_epoch=i32(4),
+            commit_timestamp=i64(timestamp),  # v1 only; -1: the broker's time
             committed_metadata=metadata,
         )
-        for index, offset, metadata in ((0, 42, "meta"), (1, 7, None))
+        for index, offset, metadata, timestamp in (
+            (0, 42, "meta", COMMIT_TIME_MS),
+            (1, 7, None, -1),
+        )
     )
     return make(
         schema,
@@ -278,7 +300,7 @@ def offset_commit_request(version: int) -> Any:
 
 
 def offset_fetch_request(version: int, *, every: bool = False) -> Any:
-    schema = load_request_schema(ApiKey.OFFSET_FETCH, version)
+    schema = request_schema(ApiKey.OFFSET_FETCH, version)
     topic_type = nested(schema, "OffsetFetchRequestTopic")
     return make(
         schema,
@@ -289,22 +311,22 @@ def offset_fetch_request(version: int, *, every: bool = False) -> Any:
 
 
 def describe_groups_request(version: int) -> Any:
-    schema = load_request_schema(ApiKey.DESCRIBE_GROUPS, version)
+    schema = request_schema(ApiKey.DESCRIBE_GROUPS, version)
     return make(schema, groups=(GROUP, "another"), include_authorized_operations=True)
 
 
 def list_groups_request(version: int) -> Any:
-    schema = load_request_schema(ApiKey.LIST_GROUPS, version)
+    schema = request_schema(ApiKey.LIST_GROUPS, version)
     return make(schema, states_filter=("Stable", "Empty"))
 
 
 def delete_groups_request(version: int) -> Any:
-    schema = load_request_schema(ApiKey.DELETE_GROUPS, version)
+    schema = request_schema(ApiKey.DELETE_GROUPS, version)
     return make(schema, groups_names=(GROUP, "another"))
 
 
 def _offset_for_leader_epoch_request(version: int) -> Any:
-    schema = load_request_schema(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
+    schema = request_schema(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
     topic_type = nested(schema, "OffsetForLeaderTopic")
     partition_type = nested(schema, "OffsetForLeaderPartition")
     partition = make(
@@ -399,7 +421,7 @@ def raw_header(
 def response_header_version(api_key: int, version: int) -> int:
     """The response header a client expects: v1 for flexible versions, except ApiVersions,
     which always answers with v0 (KIP-511: a client must read it before knowing the version)."""
-    flexible = bool(load_response_schema(api_key, version).__flexible__)
+    flexible = bool(response_schema(api_key, version).__flexible__)
     return 1 if flexible and api_key != ApiKey.API_VERSIONS else 0
 
 
@@ -410,7 +432,7 @@ def decode_response(payload: bytes, api_key: int, version: int) -> tuple[int, An
         ResponseHeaderV1 if response_header_version(api_key, version) else ResponseHeaderV0
     )
     header, used = entity_reader(header_type)(payload, 0)
-    body, body_size = entity_reader(load_response_schema(api_key, version))(payload, used)
+    body, body_size = entity_reader(response_schema(api_key, version))(payload, used)
     assert used + body_size == len(payload), (
         f"{len(payload) - used - body_size} bytes left after the response of api {api_key} "
         f"v{version}"

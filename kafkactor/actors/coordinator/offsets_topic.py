@@ -36,16 +36,15 @@ Where the formats come from:
   definitions for the client APIs and the consumer protocol but not these, and no other
   maintained Python library has them. So `_RECORD_SCHEMAS` below transcribes Kafka's four JSON
   definitions (field by field, with the versions each field has), one kio entity class is made
-  per schema version from them, and kio's `entity_reader` / `entity_writer` do every byte. No
-  field is packed by hand; only the int16 version prefix is, as codec.py packs frame prefixes.
+  per schema version from them (`kafkactor.network.transcribed`), and kio's `entity_reader` /
+  `entity_writer` do every byte. No field is packed by hand; only the int16 version prefix is,
+  as codec.py packs frame prefixes.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
-from dataclasses import dataclass, field, make_dataclass
-from types import GenericAlias
+from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
 from kafkactor.actors.coordinator.versioned import (
@@ -59,9 +58,8 @@ from kafkactor.actors.coordinator.versioned import (
 from kafkactor.common import OFFSETS_TOPIC
 from kafkactor.network import _kio  # noqa: F401 (first: imports kio without hypothesis)
 from kafkactor.network.codec import build
-
-from kio.static.constants import EntityType  # isort: skip
-from kio.static.primitive import i16, i32, i64  # isort: skip
+from kafkactor.network.transcribed import EntityType, Field
+from kafkactor.network.transcribed import entity as transcribed_entity
 
 __all__ = [
     "DEFAULT_OFFSETS_TOPIC_PARTITIONS",
@@ -216,99 +214,56 @@ OffsetsRecord: TypeAlias = tuple[OffsetKey, OffsetValue | None] | tuple[GroupKey
 # -- the record schemas, transcribed from Kafka's JSON definitions ---------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Field:
-    """One field of a Kafka message definition: its kio name, type and versions (`first` to
-    `last`; None for "first+"). A field with a `nested` struct (its name and fields) is an
-    array of that struct."""
-
-    name: str
-    kafka_type: str
-    first: int
-    last: int | None = None
-    nullable: bool = False
-    nested: tuple[str, tuple[_Field, ...]] | None = None
-
-    def held_by(self, version: int) -> bool:
-        return self.first <= version and (self.last is None or version <= self.last)
-
-
 # group-coordinator/src/main/resources/common/message/GroupMetadataValue.json, commonStructs
 _MEMBER_METADATA: Final = (
-    _Field("member_id", "string", 0),
-    _Field("group_instance_id", "string", 3, nullable=True),
-    _Field("client_id", "string", 0),
-    _Field("client_host", "string", 0),
-    _Field("rebalance_timeout", "int32", 1),
-    _Field("session_timeout", "int32", 0),
-    _Field("subscription", "bytes", 0),
-    _Field("assignment", "bytes", 0),
+    Field("member_id", "string", 0),
+    Field("group_instance_id", "string", 3, nullable=True),
+    Field("client_id", "string", 0),
+    Field("client_host", "string", 0),
+    Field("rebalance_timeout", "int32", 1),
+    Field("session_timeout", "int32", 0),
+    Field("subscription", "bytes", 0),
+    Field("assignment", "bytes", 0),
 )
 
 #: name -> (versions read and written here, fields), from Kafka's JSON files of that name
-_RECORD_SCHEMAS: Final[dict[str, tuple[range, tuple[_Field, ...]]]] = {
+_RECORD_SCHEMAS: Final[dict[str, tuple[range, tuple[Field, ...]]]] = {
     "OffsetCommitKey": (
         range(1),  # the key struct has one layout; the key's version is the record type
         (
-            _Field("group", "string", 0),
-            _Field("topic", "string", 0),
-            _Field("partition", "int32", 0),
+            Field("group", "string", 0),
+            Field("topic", "string", 0),
+            Field("partition", "int32", 0),
         ),
     ),
-    "GroupMetadataKey": (range(1), (_Field("group", "string", 0),)),
+    "GroupMetadataKey": (range(1), (Field("group", "string", 0),)),
     "OffsetCommitValue": (
         range(4),
         (
-            _Field("offset", "int64", 0),
-            _Field("leader_epoch", "int32", 3),
-            _Field("metadata", "string", 0),
-            _Field("commit_timestamp", "int64", 0),
-            _Field("expire_timestamp", "int64", 1, last=1),
+            Field("offset", "int64", 0),
+            Field("leader_epoch", "int32", 3),
+            Field("metadata", "string", 0),
+            Field("commit_timestamp", "int64", 0),
+            Field("expire_timestamp", "int64", 1, last=1),
         ),
     ),
     "GroupMetadataValue": (
         range(4),
         (
-            _Field("protocol_type", "string", 0),
-            _Field("generation", "int32", 0),
-            _Field("protocol", "string", 0, nullable=True),
-            _Field("leader", "string", 0, nullable=True),
-            _Field("current_state_timestamp", "int64", 2),
-            _Field("members", "[]MemberMetadata", 0, nested=("MemberMetadata", _MEMBER_METADATA)),
+            Field("protocol_type", "string", 0),
+            Field("generation", "int32", 0),
+            Field("protocol", "string", 0, nullable=True),
+            Field("leader", "string", 0, nullable=True),
+            Field("current_state_timestamp", "int64", 2),
+            Field("members", "[]MemberMetadata", 0, nested=("MemberMetadata", _MEMBER_METADATA)),
         ),
     ),
 }
 
-_PYTHON_TYPES: Final[dict[str, Any]] = {"string": str, "bytes": bytes, "int32": i32, "int64": i64}
-
-
-def _entity(name: str, version: int, schema: Sequence[_Field], kind: EntityType) -> Any:
-    """The kio entity class of one version of a schema: the frozen dataclass kio's generator
-    would emit for it (fields in schema order, `kafka_type` metadata, non-flexible)."""
-    spec: list[tuple[str, Any, Any]] = []
-    for f in schema:
-        if not f.held_by(version):
-            continue
-        if f.nested is not None:
-            item = _entity(f.nested[0], version, f.nested[1], EntityType.nested)
-            spec.append((f.name, GenericAlias(tuple, (item, ...)), field()))
-        else:
-            python_type = _PYTHON_TYPES[f.kafka_type]
-            spec.append(
-                (
-                    f.name,
-                    python_type | None if f.nullable else python_type,
-                    field(metadata={"kafka_type": f.kafka_type}),
-                )
-            )
-    namespace = {"__type__": kind, "__version__": i16(version), "__flexible__": False}
-    entity = make_dataclass(name, spec, namespace=namespace, frozen=True, slots=True, kw_only=True)
-    entity.__module__ = __name__
-    return entity
-
-
 _ENTITIES: Final[dict[str, tuple[Any, ...]]] = {
-    name: tuple(_entity(name, v, schema, EntityType.data) for v in versions)
+    name: tuple(
+        transcribed_entity(name, v, schema, EntityType.data, module=__name__) for v in versions
+    )
     for name, (versions, schema) in _RECORD_SCHEMAS.items()
 }
 
