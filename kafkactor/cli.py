@@ -24,7 +24,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     print(
         f"kafkactor demo: 3 brokers in this process on an embedded ZooKeeper, a topic with RF 3 "
-        f"and min ISR 2, an acks=all and an acks=1 producer, a long-poll consumer; a partition "
+        f"and min ISR 2, an acks=all and an acks=1 producer, a group of two consumers; a partition "
         f"leader crashes at {args.seconds / 3:.0f}s and comes back at "
         f"{2 * args.seconds / 3:.0f}s",
         flush=True,
