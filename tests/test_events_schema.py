@@ -576,6 +576,13 @@ def _divergence_scenario(events: EventLog) -> None:
                 lambda: events.named("partition.truncate", broker=1),
                 message="the old leader to cut the record its successor never had",
             )
+            # then it catches up and its leader takes it back into the ISR (this cluster is
+            # the run's one place where a follower rejoins for sure, not by the timing of a
+            # fault elsewhere)
+            wait_until(
+                lambda: events.named("partition.isr_expand", broker=2),
+                message="the old leader to rejoin the ISR",
+            )
         finally:
             raw.close()
 
