@@ -62,7 +62,14 @@ from kafkactor.messages.group import (
 )
 from kafkactor.messages.purgatory import OperationsExpired
 from kafkactor.messages.replication import ProducePartition, ProduceRequest, ProduceResponse
-from kafkactor.storage import Log, Record, StorageError, build_batch, iter_batches
+from kafkactor.storage import (
+    Log,
+    Record,
+    StorageError,
+    StoredRecord,
+    build_batch,
+    iter_batches,
+)
 from kafkactor.timer import Clock, Timer
 
 __all__ = ["GroupCoordinatorActor"]
@@ -122,7 +129,7 @@ class GroupCoordinatorActor(TracedActor):
         self.replica_manager = addresses.replica_manager(broker)
         self._parked_joins: dict[tuple[str, str], _Parked] = {}
         self._parked_syncs: dict[tuple[str, str], _Parked] = {}
-        self._appends: dict[int, tuple[Callable[[ErrorCode], None], TraceContext | None]] = {}
+        self._appends: dict[int, Callable[[ErrorCode], None]] = {}  # by correlation id
         self._ids = itertools.count(1)
         self._epochs: dict[int, int] = {}  # offsets partition -> the leader epoch last heard of
         self._effects: deque[Effects | Callable[[], None]] = deque()
@@ -299,21 +306,22 @@ class GroupCoordinatorActor(TracedActor):
         except StorageError as failure:  # a log that cannot be read: serve what was read
             error = repr(failure)
         now = self.now
-        for loaded in replay.loaded():
+        loaded_groups = replay.loaded()
+        for loaded in loaded_groups:
             self._apply(self.core.load_group(loaded.group_id, loaded.snapshot, loaded.offsets, now))
         self.core.finish_loading(partition)
         self.log_event(
             "group.load",
             partition=partition,
             leader_epoch=event.leader_epoch,
-            groups=len(replay.loaded()),
+            groups=len(loaded_groups),
             records=replay.records,
             skipped=replay.skipped + replay.corrupt,
             duration_ms=int((time.monotonic() - started) * 1000),
             error=error,
         )
 
-    def _read(self, partition: int) -> Iterator[list[Any]]:
+    def _read(self, partition: int) -> Iterator[list[StoredRecord]]:
         log = self.logs.get(str(TopicPartition(topic=OFFSETS_TOPIC, partition=partition)))
         if log is None:
             return
@@ -427,7 +435,7 @@ class GroupCoordinatorActor(TracedActor):
         """Append `records` to this broker's leader replica of an offsets partition, acks=-1;
         `done` gets the outcome (NONE once the ISR has them)."""
         correlation_id = next(self._ids)
-        self._appends[correlation_id] = (done, self.trace_context)
+        self._appends[correlation_id] = done
         batch = build_batch(records, 0)
         self.send(
             self.replica_manager,
@@ -444,10 +452,9 @@ class GroupCoordinatorActor(TracedActor):
 
     @handles(ProduceResponse, ErrorResponse)
     def _on_appended(self, response: Response) -> None:
-        entry = self._appends.pop(response.correlation_id, None)
-        if entry is None:
+        done = self._appends.pop(response.correlation_id, None)
+        if done is None:
             return
-        done, _trace = entry
         if isinstance(response, ProduceResponse) and response.partitions:
             error = response.partitions[0].error_code
         else:
@@ -461,7 +468,7 @@ class GroupCoordinatorActor(TracedActor):
         coordinator), appends in flight count as failed, the purgatories are emptied."""
         self.core.active = False
         for correlation_id in list(self._appends):
-            done, _trace = self._appends.pop(correlation_id)
+            done = self._appends.pop(correlation_id)
             self._apply(functools.partial(done, ErrorCode.NOT_LEADER_FOR_PARTITION))
         self._answer_orphans(lambda _group: True)
         self.purgatories.shutdown()

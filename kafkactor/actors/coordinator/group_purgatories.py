@@ -10,6 +10,7 @@ from kafkactor.actors.coordinator.delayed_group import DelayedHeartbeat, Delayed
 from kafkactor.actors.coordinator.group_coordinator import GroupCoordinatorCore
 from kafkactor.actors.coordinator.results import Effects, HeartbeatDeadline, JoinDeadline
 from kafkactor.actors.purgatory import EXPIRED, CompletedBy, DelayedOperation, Purgatory
+from kafkactor.actors.purgatory.purgatory_actor import log_watched
 from kafkactor.actors.runtime import TraceContext
 from kafkactor.timer import Clock, Timer
 
@@ -79,19 +80,8 @@ class GroupPurgatories:
         """Complete the member's current DelayedHeartbeat, if any (Kafka's checkAndComplete
         of the member's key after a heartbeat, join, sync or leave)."""
         previous = self._heartbeats.pop(key, None)
-        if previous is None or not previous.force_complete(CompletedBy(kind)):
-            return
-        if tracing.is_enabled():
-            purgatory = self.heartbeat
-            self._log_event(
-                "purgatory.complete",
-                purgatory=purgatory.name,
-                key=_key_name(key),
-                completed=1,
-                delayed=purgatory.num_delayed,
-                cause=kind,
-                completed_by=kind,
-            )
+        if previous is not None and previous.force_complete(CompletedBy(kind)):
+            self._log_completed(self.heartbeat, key, 1, kind)
 
     def _heartbeat_expired(self, deadline: HeartbeatDeadline) -> None:
         key = (deadline.group_id, deadline.member_id)
@@ -128,7 +118,7 @@ class GroupPurgatories:
 
         def expired(d: JoinDeadline) -> None:
             self._forget_join(group_id, operation)
-            self._apply(lambda: self._apply(self.core.on_join_expired(d.group_id, self.now)))
+            self._apply(lambda: self._join_expired(d))
 
         operation = DelayedJoin(
             max(0, deadline.deadline_ms - self.clock.now_ms()),
@@ -139,9 +129,8 @@ class GroupPurgatories:
         self._joins[group_id] = operation
         self._watch(self.rebalance, operation, group_id)
 
-    @property
-    def now(self) -> int:
-        return self.clock.now_ms()
+    def _join_expired(self, deadline: JoinDeadline) -> None:
+        self._apply(self.core.on_join_expired(deadline.group_id, self.clock.now_ms()))
 
     def check_join(self, group_id: str) -> None:
         """Kafka's checkAndComplete on the group's DelayedJoin, if it has one."""
@@ -176,29 +165,20 @@ class GroupPurgatories:
         operation.owner = self.owner
         operation.trace = self._trace()
         completed = purgatory.try_complete_else_watch(operation, (key,))
-        if not tracing.is_enabled():
-            return
-        self._log_event(
-            "purgatory.complete" if completed else "purgatory.watch",
-            purgatory=purgatory.name,
-            operation_id=operation.operation_id,
-            keys=[_key_name(key)],
-            delayed=purgatory.num_delayed,
-            watched_keys=purgatory.keys,
-        )
-        if not completed and operation.deadline_ms >= 0:
-            self._log_event(
-                "timer.add",
-                purgatory=purgatory.name,
-                operation_id=operation.operation_id,
-                delay_ms=operation.delay_ms,
-                deadline_ms=operation.deadline_ms,
-            )
+        if tracing.is_enabled():
+            log_watched(self._log_event, purgatory, operation, [_key_name(key)], completed)
 
     def _complete(self, purgatory: Purgatory, key: Hashable, kind: str) -> None:
         completed = purgatory.check_and_complete(key, CompletedBy(kind))
         purgatory.maybe_purge()
-        if completed and tracing.is_enabled():
+        if completed:
+            self._log_completed(purgatory, key, completed, kind)
+
+    def _log_completed(
+        self, purgatory: Purgatory, key: Hashable, completed: int, kind: str
+    ) -> None:
+        """`purgatory.complete` for the operations of `key` that `kind` completed."""
+        if tracing.is_enabled():
             self._log_event(
                 "purgatory.complete",
                 purgatory=purgatory.name,

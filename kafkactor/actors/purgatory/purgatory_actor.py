@@ -51,6 +51,33 @@ class CompletedBy:
         }
 
 
+def log_watched(
+    log_event: Callable[..., None],
+    purgatory: Purgatory,
+    operation: DelayedOperation,
+    keys: list[str],
+    completed: bool,
+) -> None:
+    """The events of `try_complete_else_watch`: `purgatory.complete` when the operation
+    completed at once, else `purgatory.watch` and the `timer.add` of its timeout."""
+    log_event(
+        "purgatory.complete" if completed else "purgatory.watch",
+        purgatory=purgatory.name,
+        operation_id=operation.operation_id,
+        keys=keys,
+        delayed=purgatory.num_delayed,
+        watched_keys=purgatory.keys,  # O(1); `watched` walks every list
+    )
+    if not completed and operation.deadline_ms >= 0:
+        log_event(
+            "timer.add",
+            purgatory=purgatory.name,
+            operation_id=operation.operation_id,
+            delay_ms=operation.delay_ms,
+            deadline_ms=operation.deadline_ms,
+        )
+
+
 class RequestOperation(DelayedOperation):
     """A delayed operation created from a `DelayOperation` request, answered when it ends."""
 
@@ -169,22 +196,7 @@ class PurgatoryActor(TracedActor):
         operation.trace = self.trace_context
         completed = self.purgatory.try_complete_else_watch(operation, request.keys)
         if tracing.is_enabled():
-            self.log_event(
-                "purgatory.watch" if not completed else "purgatory.complete",
-                purgatory=self.purgatory.name,
-                operation_id=operation.operation_id,
-                keys=list(request.keys),
-                delayed=self.purgatory.num_delayed,
-                watched_keys=self.purgatory.keys,  # O(1); `watched` walks every list
-            )
-            if operation.deadline_ms >= 0:
-                self.log_event(
-                    "timer.add",
-                    purgatory=self.purgatory.name,
-                    operation_id=operation.operation_id,
-                    delay_ms=operation.delay_ms,
-                    deadline_ms=operation.deadline_ms,
-                )
+            log_watched(self.log_event, self.purgatory, operation, list(request.keys), completed)
 
     def _purged(self, purged: int) -> None:
         if tracing.is_enabled():
