@@ -1,8 +1,12 @@
-"""What a broker's controller actor tells itself when ZooKeeper watches fire."""
+"""What a broker's controller actor tells itself when ZooKeeper watches fire, and what a broker
+asks the controller when it shuts down cleanly."""
 
 from __future__ import annotations
 
-from kafkactor.messages.base import message
+from kafkactor.common import TopicPartition
+from kafkactor.messages.base import Request, Response, message
+from kafkactor.messages.errors import ErrorCode
+from kafkactor.messages.replication import UNKNOWN_BROKER_EPOCH
 
 
 @message
@@ -38,3 +42,22 @@ class ZooKeeperSessionStarted:
 @message
 class DeleteTopicsChanged:
     """The children of `/admin/delete_topics` changed: topics were marked for deletion."""
+
+
+@message
+class ControlledShutdownRequest(Request):
+    """A broker asks the controller to move its leaderships away before it stops (Kafka's
+    ControlledShutdownRequest, KAFKA-340); `broker_epoch` is its registration's (KIP-380)."""
+
+    broker_id: int = -1
+    broker_epoch: int = UNKNOWN_BROKER_EPOCH
+
+
+@message
+class ControlledShutdownResponse(Response):
+    """The partitions the broker still leads (none: it may stop without a leader election),
+    or why the controller would not act (NOT_CONTROLLER, STALE_BROKER_EPOCH,
+    BROKER_NOT_AVAILABLE)."""
+
+    error_code: ErrorCode = ErrorCode.NONE
+    remaining_partitions: tuple[TopicPartition, ...] = ()

@@ -1,4 +1,5 @@
-"""The APIs and versions a kafkactor broker speaks (what its ApiVersions response advertises)."""
+"""The APIs and versions a kafkactor broker speaks: what its ApiVersions response advertises
+(SUPPORTED), and the few versions it decodes without advertising them (SERVED_NOT_ADVERTISED)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ class ApiKey(enum.IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    LEADER_AND_ISR = 4
+    STOP_REPLICA = 5
+    UPDATE_METADATA = 6
+    CONTROLLED_SHUTDOWN = 7
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
@@ -37,6 +42,13 @@ SUPPORTED: Final[dict[ApiKey, tuple[int, int]]] = {
     ApiKey.FETCH: (4, 11),
     ApiKey.LIST_OFFSETS: (1, 5),
     ApiKey.METADATA: (0, 8),
+    # the ZooKeeper-era inter-broker APIs, every version of Kafka 3.9 (a ZooKeeper-mode Kafka
+    # broker lists them too). Kafka 4 removed them and kio lacks them: their entities are
+    # transcribed from Kafka 3.9's definitions (inter_broker_schemas.py)
+    ApiKey.LEADER_AND_ISR: (0, 7),
+    ApiKey.STOP_REPLICA: (0, 4),
+    ApiKey.UPDATE_METADATA: (0, 8),
+    ApiKey.CONTROLLED_SHUTDOWN: (0, 3),
     # OffsetCommit 0-1 and OffsetFetch 0, removed in Kafka 4 (KIP-896) and absent from kio,
     # are served through entities transcribed from Kafka 3's definitions (removed_versions.py)
     ApiKey.OFFSET_COMMIT: (0, 7),
@@ -59,16 +71,34 @@ SUPPORTED: Final[dict[ApiKey, tuple[int, int]]] = {
     ApiKey.DELETE_GROUPS: (0, 2),
 }
 
+#: (min, max) versions decoded and answered beyond SUPPORTED's, and never advertised: clients
+#: negotiate within the advertised ranges, kafkactor's own brokers send these. Fetch 12 and
+#: OffsetForLeaderEpoch 4 are the first flexible versions (KIP-482): a follower sends them so
+#: that its request header (v2) can carry the trace context, while clients keep being offered
+#: Fetch 4-11 and OffsetForLeaderEpoch 2-3.
+SERVED_NOT_ADVERTISED: Final[dict[ApiKey, tuple[int, int]]] = {
+    ApiKey.FETCH: (12, 12),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (4, 4),
+}
+
 #: The lowest Produce version actually served: magic-2 record batches only.
 MIN_SERVED_PRODUCE_VERSION: Final = 3
 
 
 def served(api_key: int, version: int) -> bool:
-    """Whether a request of this API and version is decoded and answered."""
+    """Whether a request of this API and version is decoded and answered: an advertised
+    version (SUPPORTED; Produce from MIN_SERVED_PRODUCE_VERSION), or one of
+    SERVED_NOT_ADVERTISED."""
     try:
-        low, high = SUPPORTED[ApiKey(api_key)]
+        api = ApiKey(api_key)
     except ValueError:
         return False
-    if api_key == ApiKey.PRODUCE:
-        low = MIN_SERVED_PRODUCE_VERSION
-    return low <= version <= high
+    for ranges in (SUPPORTED, SERVED_NOT_ADVERTISED):
+        if api not in ranges:
+            continue
+        low, high = ranges[api]
+        if ranges is SUPPORTED and api is ApiKey.PRODUCE:
+            low = MIN_SERVED_PRODUCE_VERSION
+        if low <= version <= high:
+            return True
+    return False

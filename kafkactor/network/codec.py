@@ -1,41 +1,61 @@
 """The codec adapter: Kafka's request and response formats through kio, and nothing by hand.
 
 kio's entities are generated from Kafka's own JSON message definitions (every API and version
-of Kafka 4) and decode in Rust; the versions Kafka 4 removed that are still served have entities
-transcribed from Kafka 3's definitions (`removed_versions`), which kio reads and writes alike.
-This module only picks the entity for an API key and version, reads a request frame (header,
-then body) and writes a response frame (size prefix, header, body). Every way a frame can be
+of Kafka 4) and decode in Rust; the versions and APIs Kafka 4 removed that are still spoken
+here have entities transcribed from Kafka 3.9's definitions (`removed_versions`: OffsetCommit
+v0-1 and OffsetFetch v0; `inter_broker_schemas`: LeaderAndIsr, StopReplica, UpdateMetadata and
+ControlledShutdown), which kio reads and writes alike. This module only picks the entity for an
+API key and version, and reads and writes frames.
+
+The broker side reads a request frame (header, then body: `decode_request`) and writes a
+response frame (size prefix, header, body: `encode_response`). Every way a request frame can be
 wrong ends in a `BadRequestError` naming why; the socket server then closes the connection, as
-Kafka does.
+Kafka does. The client side, for a broker that sends requests to another broker, writes a
+request frame (`encode_request`) and reads a response frame (`decode_response`); a response
+frame that cannot be read raises a `BadResponseError`.
+
+The request header is Kafka's: v1 for a non-flexible version, v2 (KIP-482) for a flexible one,
+v0 for ControlledShutdown v0 alone. Header v2 may carry kafkactor's trace context in a tagged
+field of its own (`inter_broker_schemas.TRACE_CONTEXT_TAG`), written by `encode_request(...,
+trace=...)` and read into `RequestHeader.trace_id` / `parent_span_id`, so a trace continues
+from one broker process into another; a request without it (every real Kafka client's) reads
+exactly as before.
 """
 
 from __future__ import annotations
 
 import io
+import re
 import struct
 import sys
 from dataclasses import fields
 from functools import cache
 from typing import Any, Final
 
-from kafkactor.network import _kio  # noqa: F401 (first: imports kio without hypothesis)
+from kafkactor.network import (
+    _kio,  # noqa: F401 (first: imports kio without hypothesis)
+    inter_broker_schemas,
+    removed_versions,
+)
 from kafkactor.network.api_versions import ApiKey, served
-from kafkactor.network.removed_versions import REQUESTS, RESPONSES
+from kafkactor.network.inter_broker_schemas import REQUEST_HEADER_V0, TRACED_REQUEST_HEADER
 from kafkactor.network.request_channel import RequestHeader
 
 from kio.index import load_request_schema, load_response_schema  # isort: skip
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1  # isort: skip
-from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2  # isort: skip
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0  # isort: skip
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1  # isort: skip
 from kio.serial import entity_reader, entity_writer  # isort: skip
-from kio.static.primitive import i32  # isort: skip
+from kio.static.primitive import i16, i32  # isort: skip
 
 __all__ = [
     "BadRequestError",
+    "BadResponseError",
     "UnsupportedApiVersions",
     "build",
     "decode_request",
+    "decode_response",
+    "encode_request",
     "encode_response",
     "nested",
     "request_type",
@@ -45,9 +65,32 @@ __all__ = [
 _PREFIX: Final = struct.Struct(">hhi")  # api key, api version, correlation id
 _SIZE: Final = struct.Struct(">i")
 
+#: Every transcribed entity, by (API key, version): the versions Kafka 4 removed, and the
+#: inter-broker APIs it removed whole. The two tables share no key.
+_TRANSCRIBED_REQUESTS: Final[dict[tuple[int, int], Any]] = {
+    **removed_versions.REQUESTS,
+    **inter_broker_schemas.REQUESTS,
+}
+_TRANSCRIBED_RESPONSES: Final[dict[tuple[int, int], Any]] = {
+    **removed_versions.RESPONSES,
+    **inter_broker_schemas.RESPONSES,
+}
+
 
 class BadRequestError(Exception):
     """A frame that cannot be served: unknown API, unsupported version, malformed bytes."""
+
+    def __init__(self, reason: str, *, api_key: int = -1, api_version: int = -1) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.api_key = api_key
+        self.api_version = api_version
+
+
+class BadResponseError(Exception):
+    """A response frame that cannot be read as the answer to the request sent (its API and
+    version): malformed, truncated, or longer than its body. The sender's connection to that
+    broker can no longer be trusted (Kafka's NetworkClient closes it)."""
 
     def __init__(self, reason: str, *, api_key: int = -1, api_version: int = -1) -> None:
         super().__init__(reason)
@@ -69,17 +112,40 @@ UNSUPPORTED_API_VERSIONS: Final = UnsupportedApiVersions()
 
 @cache
 def request_type(api_key: int, version: int) -> Any:
-    """The request entity class of this API and version: kio's, or for a version Kafka 4
-    removed, the transcribed one (`kafkactor.network.removed_versions`)."""
-    transcribed = REQUESTS.get((api_key, version))
+    """The request entity class of this API and version: kio's, or for what Kafka 4 removed,
+    the transcribed one (`removed_versions`, `inter_broker_schemas`)."""
+    transcribed = _TRANSCRIBED_REQUESTS.get((api_key, version))
     return transcribed if transcribed is not None else load_request_schema(api_key, version)
 
 
 @cache
-def _request_reader(api_key: int, version: int) -> tuple[Any, Any, Any]:
-    schema = request_type(api_key, version)
-    header = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
-    return entity_reader(header), entity_reader(schema), schema
+def response_type(api_key: int, version: int) -> Any:
+    """The response entity class of this API and version: kio's, or for what Kafka 4 removed,
+    the transcribed one (`removed_versions`, `inter_broker_schemas`)."""
+    transcribed = _TRANSCRIBED_RESPONSES.get((api_key, version))
+    return transcribed if transcribed is not None else load_response_schema(api_key, version)
+
+
+@cache
+def _request_header_type(api_key: int, version: int) -> Any:
+    """The request header of this API and version (Kafka's `requestHeaderVersion`): v0 for
+    ControlledShutdown v0, v2 (with kafkactor's tagged trace context) for a flexible version,
+    v1 otherwise."""
+    if (api_key, version) == (ApiKey.CONTROLLED_SHUTDOWN, 0):
+        return REQUEST_HEADER_V0
+    return TRACED_REQUEST_HEADER if request_type(api_key, version).__flexible__ else RequestHeaderV1
+
+
+@cache
+def _request_reader(api_key: int, version: int) -> tuple[Any, Any]:
+    header = _request_header_type(api_key, version)
+    return entity_reader(header), entity_reader(request_type(api_key, version))
+
+
+@cache
+def _request_writer(api_key: int, version: int) -> tuple[Any, Any]:
+    header = _request_header_type(api_key, version)
+    return entity_writer(header), entity_writer(request_type(api_key, version))
 
 
 @cache
@@ -87,21 +153,58 @@ def _header_v1_reader() -> Any:
     return entity_reader(RequestHeaderV1)
 
 
-@cache
-def response_type(api_key: int, version: int) -> Any:
-    """The response entity class of this API and version: kio's, or for a version Kafka 4
-    removed, the transcribed one (`kafkactor.network.removed_versions`)."""
-    transcribed = RESPONSES.get((api_key, version))
-    return transcribed if transcribed is not None else load_response_schema(api_key, version)
+def _response_header_type(api_key: int, version: int) -> Any:
+    """Response header v1 for a flexible version, v0 otherwise; ApiVersions responses always
+    use header v0, whatever the version (KIP-511: a client reads it before knowing)."""
+    flexible = bool(response_type(api_key, version).__flexible__)
+    return ResponseHeaderV1 if flexible and api_key != ApiKey.API_VERSIONS else ResponseHeaderV0
 
 
 @cache
-def _response_writer(api_key: int, version: int) -> tuple[Any, Any, bool]:
-    schema = response_type(api_key, version)
-    # ApiVersions responses always use header v0, whatever the version (KIP-511)
-    flexible = bool(schema.__flexible__) and api_key != ApiKey.API_VERSIONS
-    header = ResponseHeaderV1 if flexible else ResponseHeaderV0
-    return entity_writer(header), entity_writer(schema), flexible
+def _response_writer(api_key: int, version: int) -> tuple[Any, Any, Any]:
+    header = _response_header_type(api_key, version)
+    return entity_writer(header), entity_writer(response_type(api_key, version)), header
+
+
+@cache
+def _response_reader(api_key: int, version: int) -> tuple[Any, Any]:
+    header = _response_header_type(api_key, version)
+    return entity_reader(header), entity_reader(response_type(api_key, version))
+
+
+# -- the trace context in request header v2 --------------------------------------------------------
+
+#: One id of a trace context: hex digits, at most 32 (a W3C trace id; kafkactor's ids,
+#: `tracing.new_id`, are 16).
+_TRACE_ID: Final = re.compile(r"[0-9a-f]{1,32}")
+
+
+def _trace_text(trace: tuple[str, str] | None) -> bytes:
+    """The tagged field's value for `trace` (trace id, span id): "<trace id>-<span id>", as in
+    a W3C traceparent; b"" (no tag written) for no trace, or ids left empty (tracing off).
+    Ids that are not hex digits are a caller's bug: ValueError."""
+    if trace is None or not trace[0] or not trace[1]:
+        return b""
+    trace_id, span_id = trace
+    if not (_TRACE_ID.fullmatch(trace_id) and _TRACE_ID.fullmatch(span_id)):
+        raise ValueError(f"a trace context of hex ids, not {trace!r}")
+    return f"{trace_id}-{span_id}".encode("ascii")
+
+
+def _trace_context(value: bytes) -> tuple[str, str]:
+    """(trace id, parent span id) from the tagged field's value; ("", "") when it is absent or
+    is not two hex ids joined by "-" (a malformed value is ignored, never refused)."""
+    try:
+        text = value.decode("ascii")
+    except UnicodeDecodeError:
+        return "", ""
+    trace_id, dash, span_id = text.partition("-")
+    if dash and _TRACE_ID.fullmatch(trace_id) and _TRACE_ID.fullmatch(span_id):
+        return trace_id, span_id
+    return "", ""
+
+
+# -- the broker side: requests in, responses out ---------------------------------------------------
 
 
 def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
@@ -123,7 +226,7 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
         raise BadRequestError(
             f"{what}: api key {api_key} version {version}", api_key=api_key, api_version=version
         )
-    header_reader, body_reader, _ = _request_reader(api_key, version)
+    header_reader, body_reader = _request_reader(api_key, version)
     header, used = _read(header_reader, frame, 0, api_key=api_key, version=version, part="header")
     body, _ = _read(body_reader, frame, used, api_key=api_key, version=version, part="body")
     return _header(header), body
@@ -145,26 +248,106 @@ def _read(
 
 
 def _header(header: Any) -> RequestHeader:
+    """kafkactor's `RequestHeader` of a header entity of any version: header v0 has no client
+    id (Kafka reads it as ""), only header v2 a trace context."""
+    trace_id, parent_span_id = _trace_context(getattr(header, "trace_context", b""))
     return RequestHeader(
         api_key=int(header.request_api_key),
         api_version=int(header.request_api_version),
         correlation_id=int(header.correlation_id),
-        client_id=header.client_id,
+        client_id=getattr(header, "client_id", ""),
+        trace_id=trace_id,
+        parent_span_id=parent_span_id,
     )
 
 
 def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
     """One response frame: size prefix, the response header this version uses, the body."""
-    header_writer, body_writer, flexible = _response_writer(api_key, version)
-    header_type = ResponseHeaderV1 if flexible else ResponseHeaderV0
+    header_writer, body_writer, header_type = _response_writer(api_key, version)
+    return _framed(
+        header_writer, header_type(correlation_id=i32(correlation_id)), body_writer, body
+    )
+
+
+def _framed(header_writer: Any, header: Any, body_writer: Any, body: Any) -> bytes:
+    """Size prefix, header, body: one frame as it goes on the wire."""
     buffer = io.BytesIO()
     buffer.write(b"\0\0\0\0")
-    header_writer(buffer, header_type(correlation_id=i32(correlation_id)))
+    header_writer(buffer, header)
     body_writer(buffer, body)
     frame = buffer.getbuffer()
     _SIZE.pack_into(frame, 0, len(frame) - _SIZE.size)
     del frame
     return buffer.getvalue()
+
+
+# -- the client side: requests out, responses in ---------------------------------------------------
+
+
+def encode_request(
+    api_key: int,
+    version: int,
+    correlation_id: int,
+    client_id: str | None,
+    body: Any,
+    *,
+    trace: tuple[str, str] | None = None,
+) -> bytes:
+    """One request frame, as a client (here: a broker calling another) sends it: size prefix,
+    the request header this version uses, the body.
+
+    `body` must be the request entity of this API and version (`request_type`; TypeError
+    otherwise). `trace` (trace id, span id of the sending hop) goes into header v2's tagged
+    trace context, so only a flexible version carries it; None, or empty ids (tracing off),
+    write no tag. Header v0 (ControlledShutdown v0) has no client id: `client_id` is dropped.
+    """
+    schema = request_type(api_key, version)
+    if not isinstance(body, schema):
+        raise TypeError(
+            f"the body of api key {api_key} version {version} is a {schema.__name__} of that "
+            f"version, not {type(body).__name__} v{getattr(body, '__version__', '?')}"
+        )
+    header_type = _request_header_type(api_key, version)
+    values: dict[str, Any] = {
+        "request_api_key": i16(api_key),
+        "request_api_version": i16(version),
+        "correlation_id": i32(correlation_id),
+    }
+    if header_type is not REQUEST_HEADER_V0:
+        values["client_id"] = client_id
+    if header_type is TRACED_REQUEST_HEADER:
+        values["trace_context"] = _trace_text(trace)
+    header_writer, body_writer = _request_writer(api_key, version)
+    return _framed(header_writer, header_type(**values), body_writer, body)
+
+
+def decode_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]:
+    """(correlation id, body entity) of one response frame (without its size prefix) to a
+    request of this API and version. Its header is v1 for a flexible version, v0 otherwise and
+    for every ApiVersions response (KIP-511). A frame that is malformed, cut short, or longer
+    than its body raises `BadResponseError`."""
+    header_reader, body_reader = _response_reader(api_key, version)
+    try:
+        header, header_size = header_reader(frame, 0)
+        body, body_size = body_reader(frame, header_size)
+    except Exception as error:  # kio raises its own DecodeErrors, and ValueErrors on bad values
+        raise BadResponseError(
+            f"malformed response of api key {api_key} version {version}: "
+            f"{type(error).__name__}: {error}",
+            api_key=api_key,
+            api_version=version,
+        ) from None
+    left = len(frame) - int(header_size) - int(body_size)
+    if left:
+        raise BadResponseError(
+            f"{left} bytes past the body of a response of api key {api_key} version {version}",
+            api_key=api_key,
+            api_version=version,
+        )
+    return int(header.correlation_id), body
+
+
+# -- entities --------------------------------------------------------------------------------------
 
 
 def build(entity: type[Any], **values: Any) -> Any:

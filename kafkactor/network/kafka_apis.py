@@ -38,6 +38,7 @@ from kafkactor.network.admin_apis import AdminApis, KafkaApisConfig, ProducerIdS
 from kafkactor.network.api_versions import SUPPORTED, ApiKey
 from kafkactor.network.codec import UnsupportedApiVersions, build, nested, response_type
 from kafkactor.network.group_apis import GroupApis
+from kafkactor.network.inter_broker_apis import InterBrokerApis
 from kafkactor.network.request_channel import RequestHeader
 from kafkactor.network.steps import (
     NO_THROTTLE,
@@ -72,6 +73,11 @@ def _group(handler: Callable[[GroupApis, RequestHeader, Any], Step]) -> Handler:
     return lambda apis, header, body: handler(apis.group_apis, header, body)
 
 
+def _inter_broker(handler: Callable[[InterBrokerApis, RequestHeader, Any], Step]) -> Handler:
+    """An `InterBrokerApis` method as a KafkaApis handler."""
+    return lambda apis, header, body: handler(apis.inter_broker_apis, header, body)
+
+
 class KafkaApis:
     """Kafka's `KafkaApis` for one broker: every API it serves, as translation.
 
@@ -97,6 +103,7 @@ class KafkaApis:
         self.group_apis = GroupApis(
             broker_id, self.config, group if group is not None else GroupConfig(), admin=admin
         )
+        self.inter_broker_apis = InterBrokerApis(broker_id)
 
     def handle(self, header: RequestHeader, body: Any) -> Step:
         api = header.api_key
@@ -198,12 +205,15 @@ class KafkaApis:
 
     def _fetch(self, header: RequestHeader, body: Any) -> Step:
         version = header.api_version
-        if int(body.replica_id) != CONSUMER_REPLICA_ID:
+        # a follower's fetch names its broker id (replica id >= 0): it reads up to the log end
+        # and moves the leader's view of its log end and the ISR, as one in this process does
+        replica_id = int(body.replica_id)
+        if replica_id < CONSUMER_REPLICA_ID:
             return self._fetch_answer(
-                version, body, ErrorResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                version, body, ErrorResponse(error_code=ErrorCode.INVALID_REQUEST)
             )
         request = FetchRequest(
-            replica_id=CONSUMER_REPLICA_ID,
+            replica_id=replica_id,
             max_wait_ms=millis(body.max_wait),
             min_bytes=int(body.min_bytes),
             max_bytes=max(0, int(body.max_bytes)),  # every served version (4+) has it
@@ -356,6 +366,10 @@ class KafkaApis:
         ApiKey.DESCRIBE_GROUPS: _group(GroupApis.describe_groups),
         ApiKey.LIST_GROUPS: _group(GroupApis.list_groups),
         ApiKey.DELETE_GROUPS: _group(GroupApis.delete_groups),
+        ApiKey.LEADER_AND_ISR: _inter_broker(InterBrokerApis.leader_and_isr),
+        ApiKey.STOP_REPLICA: _inter_broker(InterBrokerApis.stop_replica),
+        ApiKey.UPDATE_METADATA: _inter_broker(InterBrokerApis.update_metadata),
+        ApiKey.CONTROLLED_SHUTDOWN: _inter_broker(InterBrokerApis.controlled_shutdown),
     }
 
 

@@ -8,15 +8,23 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RequestHeader:
-    """A request's header (Kafka's RequestHeader v1 / v2 without its tagged fields), with the
-    address of the client that sent it (`client_host`, not on the wire: Kafka's
-    `RequestContext.clientAddress`; "" when not known)."""
+    """A request's header (Kafka's RequestHeader v0 / v1 / v2), with the address of the client
+    that sent it (`client_host`, not on the wire: Kafka's `RequestContext.clientAddress`; ""
+    when not known).
+
+    `trace_id` and `parent_span_id` are the trace context another kafkactor broker put in a
+    header v2 (a tagged field of kafkactor's own, `inter_broker_schemas.TRACE_CONTEXT_TAG`), so
+    that the request continues the sender's trace; both "" when the request carried none, as
+    every request of a real Kafka client, and every header v0 / v1. Header v0 (ControlledShutdown
+    v0) has no client id: `client_id` is then "", as Kafka's RequestHeader reads it."""
 
     api_key: int
     api_version: int
     correlation_id: int
     client_id: str | None
     client_host: str = ""
+    trace_id: str = ""
+    parent_span_id: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -165,7 +165,8 @@ class _Connection(asyncio.Protocol):
             )
             return False
         sequence = next(self.sequence)
-        trace_id = tracing.new_id()
+        # a request from another broker may continue its trace (kafkactor's tagged header field)
+        trace_id = header.trace_id or tracing.new_id()
         slot = _Slot(header, received_ns, trace_id)
         self.slots[sequence] = slot
         request = NetworkRequest(
@@ -414,7 +415,11 @@ class SocketServer:
                 ts_ms=now,
             )
         envelope = new_envelope(
-            request, sender=self.address, sent_ms=now, trace_id=trace_id, parent_span_id=""
+            request,
+            sender=self.address,
+            sent_ms=now,
+            trace_id=trace_id,
+            parent_span_id=header.parent_span_id if header.trace_id == trace_id else "",
         )
         if tracing.is_enabled():
             log_send(envelope, to=self.apis_address, broker=self.broker_id)

@@ -15,8 +15,15 @@ from typing import Any, Generic, TypeVar
 import pytest
 
 from kafkactor.actors.runtime import addresses
-from kafkactor.common import OFFSETS_TOPIC, BrokerEndpoint, TopicExistsError, UnknownTopicError
+from kafkactor.common import (
+    OFFSETS_TOPIC,
+    BrokerEndpoint,
+    TopicExistsError,
+    TopicPartition,
+    UnknownTopicError,
+)
 from kafkactor.messages import ErrorCode, ErrorResponse, Request, Response
+from kafkactor.messages.controller import ControlledShutdownRequest, ControlledShutdownResponse
 from kafkactor.messages.group import (
     DeletedGroup,
     DeleteGroupsRequest,
@@ -59,14 +66,21 @@ from kafkactor.messages.replication import (
     FetchPartitionData,
     FetchRequest,
     FetchResponse,
+    LeaderAndIsr,
+    LeaderAndIsrResponse,
     MetadataRequest,
     MetadataResponse,
+    PartitionError,
     PartitionMetadata,
     ProducePartition,
     ProducePartitionResult,
     ProduceRequest,
     ProduceResponse,
+    StopReplica,
+    StopReplicaResponse,
     TopicMetadata,
+    UpdateMetadata,
+    UpdateMetadataResponse,
 )
 from kafkactor.network.api_versions import SUPPORTED, ApiKey
 from kafkactor.network.codec import UNSUPPORTED_API_VERSIONS, encode_response
@@ -642,12 +656,19 @@ def test_fetch_failed_as_a_whole_answers_the_code_and_empty_records() -> None:
     assert partition.high_watermark == -1
 
 
-def test_a_fetch_from_a_replica_is_refused() -> None:
-    # followers replicate through actor messages; a wire fetch with a broker id is refused
+def test_a_fetch_from_a_replica_reaches_the_replica_manager_as_a_follower_fetch() -> None:
+    # a follower in another process fetches with its broker id: it reads up to the log end
     step = handle(apis(), ApiKey.FETCH, 11, fetch_request(11, replica_id=2))
+    assert isinstance(step, Ask)
+    assert isinstance(step.request, FetchRequest)
+    assert step.request.replica_id == 2
+
+
+def test_a_fetch_with_a_replica_id_below_the_consumers_is_refused() -> None:
+    step = handle(apis(), ApiKey.FETCH, 11, fetch_request(11, replica_id=-3))
     body = answer(step, ApiKey.FETCH, 11)
     code = body.responses[0].partitions[0].error_code
-    assert code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert code == ErrorCode.INVALID_REQUEST
 
 
 # -- ListOffsets, OffsetForLeaderEpoch -----------------------------------------------------------
@@ -815,35 +836,48 @@ def _plausible_answer(step: Ask) -> Response:
         return metadata_of(OFFSETS_LED) if offsets else metadata_of(LED, unknown("other"))
     if step.address == addresses.group_coordinator(BROKER):
         return _plausible_group_answer(request)
-    if isinstance(request, ProduceRequest):
-        return ProduceResponse(
-            partitions=tuple(
-                ProducePartitionResult(topic=p.topic, partition=p.partition, base_offset=3)
-                for p in request.partitions
-            )
+    answer_to = _PLAUSIBLE.get(type(request))
+    if answer_to is None:
+        raise AssertionError(f"no plausible answer to {request!r}")
+    return answer_to(request)
+
+
+_PLAUSIBLE: dict[type[Request], Callable[[Any], Response]] = {
+    ProduceRequest: lambda request: ProduceResponse(
+        partitions=tuple(
+            ProducePartitionResult(topic=p.topic, partition=p.partition, base_offset=3)
+            for p in request.partitions
         )
-    if isinstance(request, FetchRequest):
-        return FetchResponse(
-            partitions=tuple(
-                FetchPartitionData(topic=p.topic, partition=p.partition, high_watermark=1)
-                for p in request.partitions
-            )
+    ),
+    FetchRequest: lambda request: FetchResponse(
+        partitions=tuple(
+            FetchPartitionData(topic=p.topic, partition=p.partition, high_watermark=1)
+            for p in request.partitions
         )
-    if isinstance(request, ListOffsetsRequest):
-        return ListOffsetsResponse(
-            partitions=tuple(
-                ListOffsetsPartitionResult(topic=p.topic, partition=p.partition, offset=1)
-                for p in request.partitions
-            )
+    ),
+    ListOffsetsRequest: lambda request: ListOffsetsResponse(
+        partitions=tuple(
+            ListOffsetsPartitionResult(topic=p.topic, partition=p.partition, offset=1)
+            for p in request.partitions
         )
-    if isinstance(request, OffsetsForLeaderEpochRequest):
-        return OffsetsForLeaderEpochResponse(
-            partitions=tuple(
-                EpochEndOffset(topic=p.topic, partition=p.partition, leader_epoch=0, end_offset=1)
-                for p in request.partitions
-            )
+    ),
+    OffsetsForLeaderEpochRequest: lambda request: OffsetsForLeaderEpochResponse(
+        partitions=tuple(
+            EpochEndOffset(topic=p.topic, partition=p.partition, leader_epoch=0, end_offset=1)
+            for p in request.partitions
         )
-    raise AssertionError(f"no plausible answer to {request!r}")
+    ),
+    LeaderAndIsr: lambda _: LeaderAndIsrResponse(
+        partitions=(PartitionError(topic=TOPIC, partition=0),)
+    ),
+    StopReplica: lambda _: StopReplicaResponse(
+        partitions=(PartitionError(topic=TOPIC, partition=0),)
+    ),
+    UpdateMetadata: lambda _: UpdateMetadataResponse(),
+    ControlledShutdownRequest: lambda _: ControlledShutdownResponse(
+        remaining_partitions=(TopicPartition(topic=TOPIC, partition=0),)
+    ),
+}
 
 
 def _plausible_group_answer(request: Request) -> Response:

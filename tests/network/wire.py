@@ -3,34 +3,40 @@
 Requests are encoded and responses decoded with kio's entities (generated from Kafka's JSON
 message definitions) and its serializers, never through `kafkactor.network.codec`, so a
 codec bug cannot cancel itself out. For the versions kio lacks (Kafka 4 removed them) the
-transcribed entities of `kafkactor.network.removed_versions` stand in; kafka-python's own
-encoder cross-checks them (test_removed_versions.py). `WireClient` is a blocking socket with a
-deadline on every read: a test that waits for an answer that never comes fails instead of hanging.
+transcribed entities of `kafkactor.network.removed_versions` and
+`kafkactor.network.inter_broker_schemas` stand in; kafka-python's own encoder cross-checks the
+first (test_removed_versions.py), bytes packed from the JSON's field order the second
+(test_inter_broker_schemas.py). `WireClient` is a blocking socket with a deadline on every
+read: a test that waits for an answer that never comes fails instead of hanging.
 """
 
 from __future__ import annotations
 
 import datetime
+import functools
 import io
 import socket
 import struct
 import sys
 import time
+import typing
+import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import fields
-from types import TracebackType
+from dataclasses import MISSING, fields, is_dataclass
+from types import NoneType, TracebackType, UnionType
 from typing import Any, Final
 
 from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_reader, entity_writer
-from kio.static.primitive import i16, i32, i64
+from kio.static.primitive import i8, i16, i32, i64
 
+from kafkactor.network import inter_broker_schemas, removed_versions
 from kafkactor.network.api_versions import MIN_SERVED_PRODUCE_VERSION, SUPPORTED, ApiKey
-from kafkactor.network.removed_versions import REQUESTS, RESPONSES
 from kafkactor.storage import Record, build_batch
 
 WAIT_S: Final = 5.0  # a generous bound for anything that must happen
@@ -40,6 +46,18 @@ GROUP: Final = "a-group"
 MEMBER: Final = "kafkactor-tests-7d2c"
 COMMIT_TIME_MS: Final = 1_700_000_000_000  # the commit timestamp of an OffsetCommit v1 sample
 _SIZE: Final = struct.Struct(">i")
+
+#: The transcribed entities, by (API key, version): what kio lacks because Kafka 4 removed it.
+REQUESTS: Final = {**removed_versions.REQUESTS, **inter_broker_schemas.REQUESTS}
+RESPONSES: Final = {**removed_versions.RESPONSES, **inter_broker_schemas.RESPONSES}
+
+#: The inter-broker APIs Kafka 4 removed (their samples are `filled` entities).
+INTER_BROKER_APIS: Final = (
+    ApiKey.LEADER_AND_ISR,
+    ApiKey.STOP_REPLICA,
+    ApiKey.UPDATE_METADATA,
+    ApiKey.CONTROLLED_SHUTDOWN,
+)
 
 
 # -- request bodies ------------------------------------------------------------------------------
@@ -70,6 +88,64 @@ def nested(entity: type[Any], name: str) -> type[Any]:
     """The entity `name` defined in the same kio module as `entity` (same API and version)."""
     found: type[Any] = getattr(sys.modules[entity.__module__], name)
     return found
+
+
+def _filler(kafka_type: str, python_type: Any, name: str, seed: int) -> Any:
+    """A value of one primitive field that is no default kio or Kafka gives it."""
+    if kafka_type == "error_code":
+        return ErrorCode.not_leader_or_follower
+    values: dict[str, Any] = {
+        "int8": i8(2 + seed),
+        "int16": i16(300 + seed),
+        "int32": i32(70_000 + seed),
+        "int64": i64(2**40 + seed),
+        "bool": True,
+        "string": f"{name}-{seed}",
+        "bytes": f"{name}-{seed}".encode(),
+        "uuid": uuid.UUID(int=(seed + 1) * 0x1234_5678_9ABC_DEF0),
+    }
+    value = values[kafka_type]
+    return python_type(value) if python_type in (i8, i16, i32, i64) else value
+
+
+def _inner(annotation: Any) -> tuple[Any, bool, bool]:
+    """(element type, is an array, is nullable) of a field's type annotation."""
+    array = False
+    nullable = False
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is UnionType:
+            nullable = True
+            annotation = next(a for a in typing.get_args(annotation) if a is not NoneType)
+        elif origin is tuple:
+            array = True
+            annotation = typing.get_args(annotation)[0]
+        else:
+            return annotation, array, nullable
+
+
+def filled(entity: type[Any], seed: int = 0) -> Any:
+    """An instance of `entity` with every field set to a value that is not its default: two
+    elements in every array (each struct filled in turn), a value in every nullable field."""
+    values: dict[str, Any] = {}
+    for index, f in enumerate(fields(entity)):
+        element, array, _ = _inner(f.type)
+        at = (seed * 7 + index * 3) % 89  # small, and different from field to field
+        if is_dataclass(element):
+            assert isinstance(element, type)
+            values[f.name] = (filled(element, at + 1), filled(element, at + 2))
+            continue
+        kafka_type = f.metadata["kafka_type"]
+        if array:
+            values[f.name] = tuple(_filler(kafka_type, element, f.name, at + i) for i in (1, 2))
+        else:
+            values[f.name] = _filler(kafka_type, element, f.name, at)
+        assert values[f.name] != f.default or f.default is MISSING, (entity, f.name)
+    return entity(**values)
+
+
+def _filled_request(api: ApiKey, version: int) -> Any:
+    return filled(request_schema(api, version))
 
 
 def served_range(api: ApiKey) -> range:
@@ -357,6 +433,7 @@ _SAMPLES: Final[dict[ApiKey, Callable[[int], Any]]] = {
     ApiKey.DESCRIBE_GROUPS: describe_groups_request,
     ApiKey.LIST_GROUPS: list_groups_request,
     ApiKey.DELETE_GROUPS: delete_groups_request,
+    **{api: functools.partial(_filled_request, api) for api in INTER_BROKER_APIS},
 }
 
 
@@ -376,10 +453,15 @@ def encode_request(
     correlation_id: int = 1,
     client_id: str | None = CLIENT_ID,
 ) -> bytes:
-    """A request without its size prefix: header (v2 for flexible versions, else v1), body."""
+    """A request without its size prefix: header (v2 for flexible versions, else v1; v0, with
+    no client id, for ControlledShutdown v0), body."""
     schema = type(body)
-    header_type = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
     buffer = io.BytesIO()
+    if (api_key, version) == (ApiKey.CONTROLLED_SHUTDOWN, 0):
+        buffer.write(struct.pack(">hhi", api_key, version, correlation_id))
+        entity_writer(schema)(buffer, body)
+        return buffer.getvalue()
+    header_type = RequestHeaderV2 if schema.__flexible__ else RequestHeaderV1
     entity_writer(header_type)(
         buffer,
         header_type(
