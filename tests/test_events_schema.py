@@ -46,7 +46,7 @@ from kafkactor.messages.group import (
     SyncGroupRequest,
 )
 from kafkactor.messages.purgatory import DelayOperation
-from kafkactor.messages.replication import StopReplica, UpdateMetadata
+from kafkactor.messages.replication import FetchRequest, StopReplica, UpdateMetadata
 from kafkactor.network.api_versions import ApiKey
 from kafkactor.network.kafka_apis import KafkaApis, Step
 from kafkactor.storage import LEADER_EPOCH_CHECKPOINT, Log, LogConfig, Record
@@ -58,6 +58,7 @@ from kafkactor.timer.task import CallbackTask
 from kafkactor.zk_model.client import EmbeddedClient
 from kafkactor.zk_model.embedded import EmbeddedZooKeeper
 from tests.controller.support import settled_controller
+from tests.network.split_cluster import split_cluster
 from tests.network.wire import (
     WireClient,
     api_versions_request,
@@ -735,6 +736,36 @@ def _network_scenario(events: EventLog) -> None:
     assert "the broker is stopping" in closes, closes
 
 
+def _split_scenario(events: EventLog) -> None:
+    """Brokers sharing only ZooKeeper and TCP (a broker process's wiring): acks=all through
+    followers fetching over the wire, a controlled shutdown asked over the wire, and a request
+    to a broker that is not registered."""
+    with split_cluster(3, config=FAST) as cluster:
+        cluster.admin.create_topic("split", 1, 3, {"min.insync.replicas": "2"})
+        leader = cluster.state("split", 0).leader
+        producer = cluster.producer(leader, acks=-1, timeout_ms=5_000)
+        try:
+            producer.send("split", b"over the wire", partition=0).result(WAIT_S)
+        finally:
+            producer.close()
+        controller = cluster.controller()
+        shutting = next(b for b in (1, 2, 3) if b != controller)
+        assert cluster.brokers[shutting].stop(controlled=True)
+        wait_until(
+            lambda: events.named("controller.controlled_shutdown", replica=shutting),
+            message="controller.controlled_shutdown",
+        )
+        asker = Client("split-asker", cluster.brokers[leader].directory)
+        try:  # broker 9 is not registered: the network client cannot connect
+            asker.request(addresses.replica_manager(9), FetchRequest(replica_id=leader))
+            wait_until(
+                lambda: events.named("network.client_connect_failed", peer=9),
+                message="network.client_connect_failed",
+            )
+        finally:
+            asker.close()
+
+
 @pytest.fixture(scope="module")
 def emitted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[bytes]]:
     """Every line the run wrote: the demo's event file, then the extra scenarios' stream.
@@ -756,6 +787,7 @@ def emitted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[bytes]]:
         _divergence_scenario(events)
         _network_scenario(events)
         _group_scenario(events)
+        _split_scenario(events)
         tracing.flush()
         lines += stream.getvalue().splitlines()
     yield [line for line in lines if line]

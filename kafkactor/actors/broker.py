@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pykka
+from kazoo.exceptions import NoNodeError
 
-from kafkactor.actors.controller import ControllerActor, ZooKeeperSession
+from kafkactor.actors.controller import ControllerActor, ZooKeeperSession, zk_data
 from kafkactor.actors.controller.zk_data import BrokerRegistration
 from kafkactor.actors.coordinator.coordinator_actor import GroupCoordinatorActor
 from kafkactor.actors.coordinator.results import GroupConfig
@@ -22,8 +24,14 @@ from kafkactor.actors.replication import (
     ReplicaPurgatoryActor,
 )
 from kafkactor.actors.replication.producer_ids import producer_id_manager
-from kafkactor.actors.runtime import Directory, addresses
-from kafkactor.messages.controller import ZooKeeperSessionLost, ZooKeeperSessionStarted
+from kafkactor.actors.runtime import Client, Directory, RequestTimeoutError, addresses
+from kafkactor.messages import ErrorCode, ErrorResponse
+from kafkactor.messages.controller import (
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    ZooKeeperSessionLost,
+    ZooKeeperSessionStarted,
+)
 from kafkactor.network.kafka_apis import KafkaApis, KafkaApisConfig, ProducerIdSource, TopicAdmin
 from kafkactor.network.kafka_apis_actor import KafkaApisActor
 from kafkactor.network.socket_server import SocketServer, SocketServerConfig
@@ -97,7 +105,7 @@ class Broker:
             self.scheduler,
             self.config.log_manager,
             self.clock,
-            dict(self.topic_configs),
+            self.topic_configs,
         )
         self.high_watermarks = HighWatermarks(self.data_dir)
         self.delivery = ExpirationDelivery(
@@ -292,6 +300,64 @@ class Broker:
         self.high_watermarks.checkpoint()
         self.log_manager.shutdown()
         _log.info("broker.stop", broker=self.broker_id)
+
+    def controlled_shutdown(
+        self, *, retries: int = 3, backoff_ms: int = 5000, timeout_s: float = 30.0
+    ) -> bool:
+        """Kafka's controlled shutdown (KAFKA-340), before `shutdown()`: ask the controller to
+        move this broker's leaderships to other ISR members, so clients fail over at once
+        instead of after a session timeout. Asks up to `retries` times, `backoff_ms` apart,
+        while the controller answers with partitions still led here (no other ISR member) or
+        cannot be reached. True when no leadership is left here. Without ZooKeeper there is no
+        controller: False at once."""
+        if self.zookeeper is None or not self.alive:
+            return False
+        client = Client(f"controlled-shutdown-{self.broker_id}", self.directory, self.clock)
+        pause = threading.Event()
+        try:
+            for attempt in range(1, retries + 1):
+                controller, error, remaining = self._ask_to_shut_down(client, timeout_s)
+                _log.info(
+                    "broker.controlled_shutdown",
+                    broker=self.broker_id,
+                    attempt=attempt,
+                    controller=controller,
+                    error=error.name,
+                    error_code=int(error),
+                    remaining=remaining,
+                )
+                if error is ErrorCode.NONE and not remaining:
+                    return True
+                if attempt < retries:
+                    pause.wait(backoff_ms / 1000)
+            return False
+        finally:
+            client.close()
+
+    def _ask_to_shut_down(
+        self, client: Client, timeout_s: float
+    ) -> tuple[int, ErrorCode, list[str]]:
+        """One ControlledShutdown request to the controller of the moment: (its id, the
+        error, the partitions still led here)."""
+        assert self.zookeeper is not None
+        try:
+            data, _ = self.zookeeper.client.get(zk_data.CONTROLLER)
+            controller = zk_data.decode_controller(data)
+        except (NoNodeError, zk_data.MalformedZnodeError):
+            return -1, ErrorCode.NOT_CONTROLLER, []
+        request = ControlledShutdownRequest(
+            broker_id=self.broker_id, broker_epoch=self.zookeeper.broker_epoch
+        )
+        try:
+            response = client.call(addresses.controller(controller), request, timeout_s)
+        except RequestTimeoutError:
+            return controller, ErrorCode.REQUEST_TIMED_OUT, []
+        if isinstance(response, ControlledShutdownResponse):
+            remaining = [str(tp) for tp in response.remaining_partitions]
+            return controller, response.error_code, remaining
+        if isinstance(response, ErrorResponse):
+            return controller, response.error_code, []
+        return controller, ErrorCode.UNKNOWN_SERVER_ERROR, []
 
     def kill(self, *, lose_unflushed: bool = False) -> None:
         """A crash: actors stopped, nothing flushed or checkpointed. With `lose_unflushed`, an

@@ -6,6 +6,7 @@ import fcntl
 import functools
 import os
 import threading
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,13 +83,17 @@ class LogManager:
         scheduler: Scheduler,
         config: LogManagerConfig | None = None,
         clock: Clock | None = None,
-        topic_configs: dict[str, LogConfig] | None = None,
+        topic_configs: MutableMapping[str, LogConfig] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.scheduler = scheduler
         self.config = config if config is not None else LogManagerConfig()
         self.clock: Clock = clock if clock is not None else SystemClock()
-        self._topic_configs = dict(topic_configs or {})
+        # per-topic configs, shared with the broker (a mapping that may read them elsewhere,
+        # such as ZooKeeper, on a miss); the default config for topics it does not name
+        self._topic_configs: MutableMapping[str, LogConfig] = (
+            topic_configs if topic_configs is not None else {}
+        )
         self._logs: dict[TopicPartition, Log] = {}
         self._lock = threading.RLock()
         self._lock_fd: int | None = None

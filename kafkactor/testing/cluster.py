@@ -21,6 +21,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from kafkactor import zk_model
 from kafkactor.actors.broker import Broker, BrokerConfig
 from kafkactor.actors.controller import zk_data
+from kafkactor.actors.controller.admin_zk import assign_replicas
 from kafkactor.actors.runtime import Client, Directory, addresses
 from kafkactor.clients import Consumer, Producer
 from kafkactor.common import (
@@ -398,7 +399,7 @@ class Cluster:
             )
         if config is not None:
             self.topic_configs[name] = config
-        assignment = _assign(live, partitions, replication_factor)
+        assignment = assign_replicas(live, partitions, replication_factor)
         states = []
         for p, replicas in assignment.items():
             state = PartitionLeaderState(
@@ -429,7 +430,7 @@ class Cluster:
             raise TopicExistsError(f"topic {name!r} already exists")
         effective = config if config is not None else LogConfig()
         self.topic_configs[name] = effective
-        assignment = _assign(live, partitions, replication_factor)
+        assignment = assign_replicas(live, partitions, replication_factor)
         config_path = zk_data.topic_config_path(name)
         config_data = zk_data.encode_topic_config(effective)
         if self._zk.exists(config_path) is None:
@@ -640,11 +641,22 @@ class Cluster:
         if self._zk is None:
             self._update_metadata()
 
-    def stop_broker(self, broker_id: int) -> None:
-        """Stop a broker cleanly (flushed, checkpointed; its ZooKeeper session closed)."""
-        self.brokers[broker_id].shutdown()
+    def stop_broker(self, broker_id: int, *, controlled: bool = False) -> bool:
+        """Stop a broker cleanly (flushed, checkpointed; its ZooKeeper session closed).
+
+        With `controlled`, first Kafka's controlled shutdown (`Broker.controlled_shutdown`):
+        the controller moves its leaderships away while it still serves. Returns whether
+        that left it leading nothing (always False without it)."""
+        broker = self.brokers[broker_id]
+        moved = False
+        if controlled:
+            moved = broker.controlled_shutdown(
+                retries=3, backoff_ms=200, timeout_s=self.request_timeout_s
+            )
+        broker.shutdown()
         if self._zk is None:
             self._update_metadata()
+        return moved
 
     def expire_session(self, broker_id: int) -> None:
         """Expire a running broker's ZooKeeper session (it reconnects with a new one).
@@ -794,16 +806,6 @@ def _broker_of(address: str) -> int | None:
     if len(parts) >= 2 and parts[0] == "broker" and parts[1].isdigit():
         return int(parts[1])
     return None
-
-
-def _assign(
-    live: list[int], partitions: int, replication_factor: int
-) -> dict[int, tuple[int, ...]]:
-    """Partition p's replicas are live[(p + r) % n]: leaders spread round-robin."""
-    return {
-        p: tuple(live[(p + r) % len(live)] for r in range(replication_factor))
-        for p in range(partitions)
-    }
 
 
 def _log_topic_created(name: str, assignment: dict[int, tuple[int, ...]]) -> None:

@@ -27,6 +27,8 @@ from kafkactor.common import (
 from kafkactor.messages import ErrorCode, ErrorResponse, Response
 from kafkactor.messages.controller import (
     BrokersChanged,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
     DeleteTopicsChanged,
     IsrChangeNotified,
     StandForElection,
@@ -396,6 +398,77 @@ class ControllerActor(TracedActor):
         if broker is not None and isinstance(response, ErrorResponse):
             self._log_delete_failed(broker, [], response.error_code)
 
+    # -- controlled shutdown -----------------------------------------------------------------------
+
+    @handles(ControlledShutdownRequest)
+    def _on_controlled_shutdown(self, request: ControlledShutdownRequest) -> None:
+        """A broker about to stop asks for its leaderships to move first (KAFKA-340). The
+        moves are written and sent as for any election, except to the broker itself: it is
+        told to stop the replicas it no longer leads (StopReplica without deletion) instead,
+        and answered with the partitions it still leads."""
+        broker = request.broker_id
+        error = ErrorCode.NONE
+        if not self.is_controller:
+            error = ErrorCode.NOT_CONTROLLER
+        elif broker not in self.state.live_brokers:
+            error = ErrorCode.BROKER_NOT_AVAILABLE
+        elif 0 <= request.broker_epoch < self.state.broker_epochs.get(broker, -1):
+            error = ErrorCode.STALE_BROKER_EPOCH
+        if error is not ErrorCode.NONE:
+            self._refuse_shutdown(request, error)
+            return
+        decision = self.state.controlled_shutdown(broker)
+        # the broker is not told the moves of what it stops: a LeaderAndIsr would make its
+        # replica manager start fetchers after the StopReplica had removed them
+        self._apply(decision.changes, stopping=broker)
+        if not self.is_controller:  # fenced while writing: the newer controller decides
+            self._refuse_shutdown(request, ErrorCode.NOT_CONTROLLER)
+            return
+        # after the writes, where a conflict may have decided again: what it still leads, or
+        # is still in the ISR of under a live leader, is not stopped
+        stop = [key for key in decision.stop if not self._still_served_by(key, broker)]
+        if stop:
+            self.send(
+                addresses.replica_manager(broker),
+                StopReplica(
+                    reply_to=self.address,
+                    correlation_id=next(self._ids),
+                    controller_id=self.broker_id,
+                    controller_epoch=self.epoch,
+                    broker_epoch=self.state.broker_epochs.get(broker, -1),
+                    delete_partitions=False,
+                    partitions=tuple(stop),
+                ),
+            )
+        if decision.changes:
+            self._send_update_metadata()
+        remaining = self.state.led_by(broker)  # after the writes: a conflict may re-decide
+        self.log_event(
+            "controller.controlled_shutdown",
+            replica=broker,
+            error="NONE",
+            error_code=0,
+            remaining=[str(tp) for tp in remaining],
+        )
+        self.reply(request, ControlledShutdownResponse(remaining_partitions=tuple(remaining)))
+
+    def _refuse_shutdown(self, request: ControlledShutdownRequest, error: ErrorCode) -> None:
+        self.log_event(
+            "controller.controlled_shutdown",
+            replica=request.broker_id,
+            error=error.name,
+            error_code=int(error),
+            remaining=[],
+        )
+        self.reply(request, ControlledShutdownResponse(error_code=error))
+
+    def _still_served_by(self, key: TopicPartition, broker: int) -> bool:
+        """`broker` leads `key`, or is in the ISR of its live leader."""
+        state = self.state.partitions[key]
+        if state.leader == broker:
+            return True
+        return broker in state.isr and state.leader in self.state.live_brokers
+
     # -- topic deletion ----------------------------------------------------------------------------
 
     @handles(DeleteTopicsChanged)
@@ -546,8 +619,9 @@ class ControllerActor(TracedActor):
 
     # -- writing decisions -------------------------------------------------------------------------
 
-    def _apply(self, changes: list[LeadershipChange]) -> None:
-        """Write each change to its state znode, then tell the replicas."""
+    def _apply(self, changes: list[LeadershipChange], *, stopping: int | None = None) -> None:
+        """Write each change to its state znode, then tell the replicas (but not `stopping`,
+        a broker in a controlled shutdown, of the partitions it does not lead)."""
         written = []
         for change in changes:
             try:
@@ -557,7 +631,7 @@ class ControllerActor(TracedActor):
                 return
         for change in changes:
             self._log_change(change)
-        self._send_leader_and_isr(written)
+        self._send_leader_and_isr(written, stopping=stopping)
 
     def _log_change(self, change: LeadershipChange) -> None:
         self.log_event(
@@ -620,11 +694,17 @@ class ControllerActor(TracedActor):
         return replace(p, controller_epoch=self.epoch)
 
     def _send_leader_and_isr(
-        self, partitions: Iterable[PartitionLeaderState], only: set[int] | None = None
+        self,
+        partitions: Iterable[PartitionLeaderState],
+        only: set[int] | None = None,
+        *,
+        stopping: int | None = None,
     ) -> None:
         by_broker: dict[int, list[PartitionLeaderState]] = {}
         for p in partitions:
             for replica in p.replicas:
+                if replica == stopping and p.leader != stopping:
+                    continue  # it is sent StopReplica for this partition instead
                 if replica in self.state.live_brokers and (only is None or replica in only):
                     by_broker.setdefault(replica, []).append(self._leader_state(p))
         for broker, states in sorted(by_broker.items()):

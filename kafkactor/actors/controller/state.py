@@ -18,6 +18,16 @@ class LeadershipChange:
     unclean: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class ShutdownDecision:
+    """What a controlled shutdown changes: leaderships and ISRs to write and send, the
+    replicas the broker is to stop, and the partitions it still leads."""
+
+    changes: list[LeadershipChange]
+    stop: list[TopicPartition]
+    remaining: list[TopicPartition]
+
+
 class ControllerState:
     """Kafka's controller decisions (its partition and replica state machines), without I/O.
 
@@ -37,6 +47,9 @@ class ControllerState:
       holds, per partition, the replicas not yet known deleted. A replica is deleted when its
       broker answers StopReplica; one on a dead broker waits for that broker to come back.
       Once none is left the topic's znodes go and `finish_deletion` forgets it.
+    - A broker shutting down cleanly (Kafka's controlled shutdown, KAFKA-340) hands its
+      leaderships to other live ISR members and leaves the ISRs it is in, never emptying one;
+      until its registration goes it stays live but is never elected leader.
     """
 
     def __init__(self) -> None:
@@ -46,6 +59,7 @@ class ControllerState:
         self.unclean_topics: set[str] = set()
         self.deleting: dict[TopicPartition, PartitionLeaderState] = {}  # topics being deleted
         self.undeleted: dict[TopicPartition, set[int]] = {}  # their replicas still to delete
+        self.shutting_down: set[int] = set()  # live brokers in a controlled shutdown
 
     # -- topics ----------------------------------------------------------------------------------
 
@@ -62,11 +76,12 @@ class ControllerState:
             if TopicPartition(topic=topic, partition=partition) in self.partitions:
                 continue
             live = tuple(r for r in replicas if r in self.live_brokers)
+            leaders = tuple(r for r in live if r not in self.shutting_down)
             state = PartitionLeaderState(
                 topic=topic,
                 partition=partition,
                 replicas=tuple(replicas),
-                leader=live[0] if live else NO_LEADER,
+                leader=leaders[0] if leaders else NO_LEADER,
                 leader_epoch=0,
                 isr=live,
             )
@@ -91,6 +106,7 @@ class ControllerState:
         now = set(live)
         dead = self.live_brokers - now
         self.live_brokers = now
+        self.shutting_down &= now  # a broker whose shutdown is done is simply gone
         changes = []
         for key in sorted(self.partitions):
             state = self.partitions[key]
@@ -153,7 +169,7 @@ class ControllerState:
 
     def elect(self, state: PartitionLeaderState, reason: str) -> LeadershipChange | None:
         """A new leader for `state` from its live ISR (or uncleanly); None when nothing changes."""
-        live = self.live_brokers
+        live = self.live_brokers - self.shutting_down  # who may lead
         live_replicas = tuple(r for r in state.replicas if r in live)
         if not state.isr and live_replicas:
             # never led (created while none of its replicas was up): as for a new partition
@@ -182,6 +198,49 @@ class ControllerState:
             return None  # still nobody to lead
         after = replace(state, leader=NO_LEADER, leader_epoch=state.leader_epoch + 1)
         return LeadershipChange(state, after, reason + "; no live ISR member")
+
+    def controlled_shutdown(self, broker: int) -> ShutdownDecision:
+        """`broker` asks to shut down cleanly (Kafka's `KafkaController.shutdownBroker`).
+
+        Each partition with other replicas that it leads moves to the first other live ISR
+        member (Kafka's ControlledShutdownLeaderSelector), with the shutting-down brokers out
+        of the new ISR; one with no such member stays and is reported `remaining` (the broker
+        asks again later, or shuts down anyway). Each partition it follows loses it from the
+        ISR (the leader stays). Every partition it holds and no longer leads is to be stopped
+        on it (StopReplica without deletion), so it neither serves nor fetches them.
+        """
+        self.shutting_down.add(broker)
+        changes: list[LeadershipChange] = []
+        stop: list[TopicPartition] = []
+        for key in sorted(self.partitions):
+            state = self.partitions[key]
+            if broker not in state.replicas or len(state.replicas) < 2:
+                continue
+            after = None
+            if state.leader == broker:
+                leaders = [
+                    r for r in state.isr if r in self.live_brokers and r not in self.shutting_down
+                ]
+                if leaders:
+                    isr = tuple(r for r in state.isr if r not in self.shutting_down)
+                    after = replace(
+                        state, leader=leaders[0], isr=isr, leader_epoch=state.leader_epoch + 1
+                    )
+            elif broker in state.isr and state.leader in self.live_brokers:
+                isr = tuple(r for r in state.isr if r != broker)
+                after = replace(state, isr=isr, leader_epoch=state.leader_epoch + 1)
+            if after is not None:
+                self.partitions[key] = after
+                changes.append(
+                    LeadershipChange(state, after, f"controlled shutdown of broker {broker}")
+                )
+            if self.partitions[key].leader != broker:
+                stop.append(key)
+        return ShutdownDecision(changes=changes, stop=stop, remaining=self.led_by(broker))
+
+    def led_by(self, broker: int) -> list[TopicPartition]:
+        """Partitions `broker` leads."""
+        return sorted(key for key, state in self.partitions.items() if state.leader == broker)
 
     # -- what leaders and ZooKeeper say ------------------------------------------------------------
 

@@ -307,11 +307,12 @@ def encode_topic_config(config: LogConfig) -> bytes:
     return _dump({"version": 1, "config": topic_config_overrides(config)})
 
 
-def decode_topic_config(topic: str, data: bytes) -> LogConfig:
+def decode_topic_config(topic: str, data: bytes, base: LogConfig | None = None) -> LogConfig:
+    """A topic's config: its overrides on top of `base` (the broker's defaults)."""
     path = topic_config_path(topic)
     body = _object(path, _load(path, data))
     overrides = _object(path, body.get("config", {}))
     try:
-        return log_config_from({str(k): str(v) for k, v in overrides.items()})
+        return log_config_from({str(k): str(v) for k, v in overrides.items()}, base=base)
     except (UnknownTopicConfigError, ValueError) as error:
         raise MalformedZnodeError(path, str(error)) from None

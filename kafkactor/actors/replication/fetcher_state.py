@@ -198,16 +198,17 @@ class FetcherState:
         if data.error_code is not ErrorCode.OFFSET_OUT_OF_RANGE:
             self.back_off([state], now_ms)  # e.g. leadership moved: wait for the controller
             return FetchedData(state)
-        if data.log_start_offset <= state.fetch_offset <= data.log_end_offset:
+        if state.fetch_offset < data.log_start_offset:
+            # Behind the leader's log start (retention): start over at the leader's log start.
+            return FetchedData(state, truncate_from=max(data.log_start_offset, 0))
+        if state.fetch_offset <= data.log_end_offset:
             self.back_off([state], now_ms)  # in range by now (the log moved meanwhile)
             return FetchedData(state)
-        if state.fetch_offset > data.log_end_offset:
-            # Ahead of the leader: find where the logs agree from the epochs again, never by
-            # cutting blindly to the leader's log end.
-            state.truncating = True
-            return FetchedData(state)
-        # Behind the leader's log start (retention): start over at the leader's log start.
-        return FetchedData(state, truncate_from=max(data.log_start_offset, 0))
+        # Ahead of the leader (or its log end unknown: a fetch response over the wire does not
+        # carry it): find where the logs agree from the epochs again, never by cutting blindly
+        # to the leader's log end.
+        state.truncating = True
+        return FetchedData(state)
 
     def epochs_answered(
         self, correlation_id: int, answers: Mapping[TopicPartition, EpochEndOffset], now_ms: int

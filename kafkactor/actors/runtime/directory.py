@@ -20,6 +20,10 @@ class Directory:
 
     Actors register on start and unregister on stop; a message to an unknown or stopped
     address is undeliverable (`tell` returns False) rather than an exception.
+
+    In a broker process, `remote` resolves what no local actor holds: an address of a broker in
+    another process becomes the inter-broker network client's mailbox for it, so actors send
+    to peers the same way wherever they run.
     """
 
     def __init__(self) -> None:
@@ -27,6 +31,8 @@ class Directory:
         self._mailboxes: dict[str, Mailbox] = {}
         # fault injection: a message for which this answers True is not delivered
         self.drop: Callable[[str, Any], bool] | None = None
+        # addresses of other processes' actors -> a mailbox that sends over the network
+        self.remote: Callable[[str], Mailbox | None] | None = None
 
     def register(self, address: str, mailbox: Mailbox) -> None:
         with self._lock:
@@ -46,7 +52,10 @@ class Directory:
         """Deliver `message` to `address`; False when nobody (alive) is there."""
         mailbox = self._mailboxes.get(address)
         if mailbox is None:
-            return False
+            remote = self.remote
+            mailbox = remote(address) if remote is not None else None
+            if mailbox is None:
+                return False
         drop = self.drop
         if drop is not None and drop(address, message):
             return False

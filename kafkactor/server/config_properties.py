@@ -1,0 +1,333 @@
+"""The property table behind `KafkaConfig`: every Kafka property kafkactor reads and where its
+value goes, the other names Kafka accepts for some of them, and the Kafka properties kafkactor
+accepts and ignores (docs/broker-config.md documents each one)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from kafkactor.actors.controller.zk_data import TOPIC_CONFIG_KEYS
+from kafkactor.server.config_kinds import (
+    INT_MAX,
+    Bool,
+    CleanupPolicy,
+    File,
+    Fixed,
+    Int,
+    Kind,
+    Listener,
+    LogDirs,
+    Ratio,
+    ZooKeeperConnect,
+)
+
+_HOUR_MS: Final = 60 * 60 * 1000
+_MINUTE_MS: Final = 60 * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One property: Kafka's name, its place in `KafkaConfig` (attribute names, outermost
+    first; None for one accepted at a single value with no effect) and its kind. `topic` is
+    the topic-level name of a broker-wide topic-config default."""
+
+    name: str
+    path: tuple[str, ...] | None
+    kind: Kind
+    topic: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Alias:
+    """Another name Kafka accepts for a setting's value (log.retention.hours, log.dir, ...).
+
+    `convert` turns its value into the target's (None: no effect). The target's own property
+    wins over its aliases, and among aliases the first listed wins, as in Kafka; an alias with
+    `overrides` wins even over the target (log.cleaner.enable=false turns the cleaner off).
+    """
+
+    name: str
+    target: str
+    kind: Kind
+    convert: Callable[[Any], Any]
+    overrides: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """A titled group of settings with a comment, as `to_properties` writes them."""
+
+    title: str
+    comment: str
+    settings: tuple[Setting, ...]
+
+
+def _top(name: str, attr: str, kind: Kind) -> Setting:
+    return Setting(name, (attr,), kind)
+
+
+def _broker(name: str, attr: str, kind: Kind) -> Setting:
+    return Setting(name, ("broker", attr), kind)
+
+
+def _replica(name: str, attr: str, kind: Kind) -> Setting:
+    return Setting(name, ("broker", "replica", attr), kind)
+
+
+def _log_manager(name: str, attr: str, kind: Kind) -> Setting:
+    return Setting(name, ("broker", "log_manager", attr), kind)
+
+
+def _apis(name: str, attr: str, kind: Kind) -> Setting:
+    return Setting(name, ("broker", "apis", attr), kind)
+
+
+def _group(name: str, attr: str, kind: Kind) -> Setting:
+    return Setting(name, ("broker", "group", attr), kind)
+
+
+def _topic(name: str, topic: str, kind: Kind) -> Setting:
+    """A broker-wide topic-config default: its LogConfig field is the one zk_data's table
+    names for the topic-level key."""
+    path = ("broker", "log_manager", "default_log_config", TOPIC_CONFIG_KEYS[topic])
+    return Setting(name, path, kind, topic=topic)
+
+
+POSITIVE, NON_NEGATIVE, UNLIMITED = Int(1), Int(0), Int(-1)
+_PRODUCER_ONLY = Fixed("producer", "batches are kept as the producer compressed them")
+
+SECTIONS: Final = (
+    Section(
+        "Server Basics",
+        "This broker's id, its one data directory, and kafkactor's JSON-lines event log\n"
+        "(default: events-<broker.id>.jsonl in the directory that holds log.dirs).",
+        (
+            _top("broker.id", "broker_id", Int(0, INT_MAX)),
+            _top("log.dirs", "log_dirs", LogDirs()),
+            _top("kafkactor.event.log", "event_log", File()),
+            _top("kafkactor.event.log.enable", "event_log_enable", Bool()),
+        ),
+    ),
+    Section(
+        "Socket Server Settings",
+        "One PLAINTEXT listener; ZooKeeper registers the advertised one (default: listeners).\n"
+        "request.timeout.ms bounds this broker's requests to other brokers.",
+        (
+            _top("listeners", "listeners", Listener()),
+            _top("advertised.listeners", "advertised_listeners", Listener(advertised=True)),
+            _top("socket.request.max.bytes", "socket_request_max_bytes", POSITIVE),
+            _top("queued.max.requests", "queued_max_requests", POSITIVE),
+            _top("connections.max.idle.ms", "connections_max_idle_ms", POSITIVE),
+            _top("request.timeout.ms", "request_timeout_ms", POSITIVE),
+        ),
+    ),
+    Section(
+        "Zookeeper",
+        "The ensemble, host:port[,host:port...][/chroot]. Without a connection timeout, the\n"
+        "session timeout bounds the wait for a connection.",
+        (
+            _top("zookeeper.connect", "zookeeper_connect", ZooKeeperConnect()),
+            _top("zookeeper.session.timeout.ms", "zookeeper_session_timeout_ms", POSITIVE),
+            _top("zookeeper.connection.timeout.ms", "zookeeper_connection_timeout_ms", POSITIVE),
+        ),
+    ),
+    Section(
+        "Controlled Shutdown",
+        "Before stopping, ask the controller to move this broker's leaderships away.",
+        (
+            _top("controlled.shutdown.enable", "controlled_shutdown_enable", Bool()),
+            _top("controlled.shutdown.max.retries", "controlled_shutdown_max_retries", Int(0)),
+            _top(
+                "controlled.shutdown.retry.backoff.ms",
+                "controlled_shutdown_retry_backoff_ms",
+                NON_NEGATIVE,
+            ),
+        ),
+    ),
+    Section(
+        "Replication",
+        "The replica manager, its fetchers and purgatories (ReplicaManagerConfig, BrokerConfig).\n"
+        "replica.fetch.wait.max.ms must be less than replica.lag.time.max.ms.",
+        (
+            _replica("replica.lag.time.max.ms", "replica_lag_time_max_ms", POSITIVE),
+            _replica("replica.fetch.wait.max.ms", "replica_fetch_wait_max_ms", NON_NEGATIVE),
+            _replica("replica.fetch.min.bytes", "replica_fetch_min_bytes", POSITIVE),
+            _replica("replica.fetch.max.bytes", "replica_fetch_max_bytes", POSITIVE),
+            _replica("replica.fetch.backoff.ms", "replica_fetch_backoff_ms", POSITIVE),
+            _replica("replica.socket.timeout.ms", "replica_socket_timeout_ms", POSITIVE),
+            _replica(
+                "replica.high.watermark.checkpoint.interval.ms",
+                "high_watermark_checkpoint_interval_ms",
+                POSITIVE,
+            ),
+            _broker(
+                "producer.purgatory.purge.interval.requests",
+                "producer_purgatory_purge_interval",
+                POSITIVE,
+            ),
+            _broker(
+                "fetch.purgatory.purge.interval.requests",
+                "fetch_purgatory_purge_interval",
+                POSITIVE,
+            ),
+        ),
+    ),
+    Section(
+        "Topics",
+        "Creating and deleting topics (KafkaApisConfig).",
+        (
+            _apis("auto.create.topics.enable", "auto_create_topics_enable", Bool()),
+            _apis("num.partitions", "num_partitions", POSITIVE),
+            _apis("default.replication.factor", "default_replication_factor", POSITIVE),
+            _apis("delete.topic.enable", "delete_topic_enable", Bool()),
+        ),
+    ),
+    Section(
+        "Group Coordinator",
+        "Consumer groups and __consumer_offsets (GroupConfig, KafkaApisConfig).",
+        (
+            _apis("offsets.topic.replication.factor", "offsets_topic_replication_factor", POSITIVE),
+            _group("offsets.topic.num.partitions", "offsets_topic_partitions", POSITIVE),
+            _group("offset.metadata.max.bytes", "offset_metadata_max_bytes", NON_NEGATIVE),
+            _group("group.min.session.timeout.ms", "min_session_timeout_ms", POSITIVE),
+            _group("group.max.session.timeout.ms", "max_session_timeout_ms", POSITIVE),
+            _group("group.initial.rebalance.delay.ms", "initial_rebalance_delay_ms", NON_NEGATIVE),
+        ),
+    ),
+    Section(
+        "Log Manager",
+        "Retention, flushing, checkpoints and the log cleaner (LogManagerConfig);\n"
+        "log.cleaner.threads is 0 (no compaction) or 1.",
+        (
+            _log_manager(
+                "log.retention.check.interval.ms", "retention_check_interval_ms", POSITIVE
+            ),
+            _log_manager("log.flush.scheduler.interval.ms", "flush_check_interval_ms", POSITIVE),
+            _log_manager(
+                "log.flush.offset.checkpoint.interval.ms",
+                "recovery_point_checkpoint_interval_ms",
+                POSITIVE,
+            ),
+            _log_manager("log.cleaner.threads", "cleaner_threads", Int(0, 1)),
+            _log_manager("log.cleaner.backoff.ms", "cleaner_backoff_ms", POSITIVE),
+        ),
+    ),
+    Section(
+        "Topic Defaults",
+        "Every topic's config unless the topic overrides it (LogConfig); -1 retention: none.\n"
+        "Unset flush settings leave flushing to the OS, as in Kafka.",
+        (
+            _topic("log.segment.bytes", "segment.bytes", POSITIVE),
+            _topic("log.roll.ms", "segment.ms", POSITIVE),
+            _topic("log.index.interval.bytes", "index.interval.bytes", NON_NEGATIVE),
+            _topic("log.index.size.max.bytes", "segment.index.bytes", Int(8)),
+            _topic("log.retention.bytes", "retention.bytes", UNLIMITED),
+            _topic("log.retention.ms", "retention.ms", UNLIMITED),
+            _topic("message.max.bytes", "max.message.bytes", POSITIVE),
+            _topic("log.flush.interval.messages", "flush.messages", POSITIVE),
+            _topic("log.flush.interval.ms", "flush.ms", NON_NEGATIVE),
+            _topic("log.segment.delete.delay.ms", "file.delete.delay.ms", NON_NEGATIVE),
+            _topic("min.insync.replicas", "min.insync.replicas", POSITIVE),
+            _topic("unclean.leader.election.enable", "unclean.leader.election.enable", Bool()),
+            _topic("log.cleanup.policy", "cleanup.policy", CleanupPolicy()),
+            _topic("log.cleaner.delete.retention.ms", "delete.retention.ms", NON_NEGATIVE),
+            _topic("log.cleaner.min.cleanable.ratio", "min.cleanable.dirty.ratio", Ratio()),
+            _topic("log.cleaner.min.compaction.lag.ms", "min.compaction.lag.ms", NON_NEGATIVE),
+            Setting("compression.type", None, _PRODUCER_ONLY),
+        ),
+    ),
+)
+
+SETTINGS: Final = {setting.name: setting for section in SECTIONS for setting in section.settings}
+REQUIRED: Final = ("broker.id", "zookeeper.connect")
+
+
+def _hours(value: int) -> int:
+    return value * _HOUR_MS if value >= 0 else -1
+
+
+def _minutes(value: int) -> int:
+    return value * _MINUTE_MS if value >= 0 else -1
+
+
+ALIASES: Final = {
+    alias.name: alias
+    for alias in (
+        Alias("log.dir", "log.dirs", LogDirs(), lambda path: path),
+        Alias("log.retention.minutes", "log.retention.ms", UNLIMITED, _minutes),
+        Alias("log.retention.hours", "log.retention.ms", UNLIMITED, _hours),
+        Alias("log.roll.hours", "log.roll.ms", POSITIVE, lambda hours: hours * _HOUR_MS),
+        Alias(
+            "log.cleaner.enable",
+            "log.cleaner.threads",
+            Bool(),
+            lambda enable: None if enable else 0,
+            overrides=True,
+        ),
+    )
+}
+
+_THREADS = "kafkactor's actors and event loop have no such pool"
+_BUFFERS = "the log cleaner's buffers are not preallocated"
+_TRANSACTIONS = "transactions are not built"
+_METRICS = "no metrics reporters: the event log records what happens"
+_REBALANCE = "the controller does no preferred-leader rebalancing"
+# Kafka settings accepted and ignored, with the reason; `KafkaConfig.ignored` names those met.
+IGNORED: Final = {
+    "num.network.threads": "the SocketServer is one asyncio event loop",
+    "num.io.threads": _THREADS,
+    "background.threads": _THREADS,
+    "num.replica.fetchers": "one ReplicaFetcherActor per leader broker",
+    "num.recovery.threads.per.data.dir": "one data directory, recovered on one thread",
+    "socket.send.buffer.bytes": "the OS's socket buffer sizes are used",
+    "socket.receive.buffer.bytes": "the OS's socket buffer sizes are used",
+    "log.cleaner.dedupe.buffer.size": _BUFFERS,
+    "log.cleaner.io.buffer.size": _BUFFERS,
+    "log.cleaner.io.buffer.load.factor": _BUFFERS,
+    "log.cleaner.io.max.bytes.per.second": "the log cleaner is not throttled",
+    "inter.broker.protocol.version": "one protocol, negotiated through ApiVersions",
+    "log.message.format.version": "one record format, magic 2",
+    "zookeeper.max.in.flight.requests": "kazoo pipelines its own requests",
+    "metric.reporters": _METRICS,
+    "metrics.num.samples": _METRICS,
+    "metrics.sample.window.ms": _METRICS,
+    "metrics.recording.level": _METRICS,
+    "transaction.state.log.replication.factor": _TRANSACTIONS,
+    "transaction.state.log.min.isr": _TRANSACTIONS,
+    "transaction.state.log.num.partitions": _TRANSACTIONS,
+    "transaction.state.log.segment.bytes": _TRANSACTIONS,
+    "transactional.id.expiration.ms": _TRANSACTIONS,
+    "transaction.max.timeout.ms": _TRANSACTIONS,
+    "offsets.retention.minutes": "committed offsets do not expire here",
+    "offsets.retention.check.interval.ms": "committed offsets do not expire here",
+    "auto.leader.rebalance.enable": _REBALANCE,
+    "leader.imbalance.check.interval.seconds": _REBALANCE,
+    "leader.imbalance.per.broker.percentage": _REBALANCE,
+}
+
+# Kafka settings refused with a reason rather than as unknown: name or prefix -> reason
+UNSUPPORTED: Final = {
+    "ssl.": "kafkactor listens in PLAINTEXT only (no TLS)",
+    "sasl.": "kafkactor listens in PLAINTEXT only (no SASL)",
+    "security.": "kafkactor listens in PLAINTEXT only",
+    "listener.": "kafkactor has one PLAINTEXT listener",
+    "process.roles": "KRaft is not built: brokers use ZooKeeper",
+    "node.id": "KRaft is not built: brokers use ZooKeeper (broker.id names a broker)",
+    "controller.quorum.": "KRaft is not built: brokers use ZooKeeper",
+    "controller.listener.names": "KRaft is not built: brokers use ZooKeeper",
+}
+
+
+def unsupported_reason(name: str) -> str | None:
+    """Why kafkactor refuses this Kafka setting, or None when it is not one it knows of."""
+    for prefix, reason in UNSUPPORTED.items():
+        if name == prefix or (prefix.endswith(".") and name.startswith(prefix)):
+            return reason
+    return None
+
+
+def known_names() -> tuple[str, ...]:
+    """Every property name `KafkaConfig` accepts (for "did you mean" suggestions)."""
+    return (*SETTINGS, *ALIASES, *IGNORED)

@@ -1,0 +1,320 @@
+"""Replication, leadership and controlled shutdown between brokers that share only ZooKeeper and
+TCP: every LeaderAndIsr, UpdateMetadata, StopReplica, ControlledShutdown, follower Fetch and
+OffsetForLeaderEpoch crosses the wire in Kafka's formats (`split_cluster`)."""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kafkactor.actors.runtime import Client, Directory, addresses
+from kafkactor.common import TopicPartition
+from kafkactor.messages import ErrorCode
+from kafkactor.messages.replication import FetchPartition, FetchRequest, MetadataRequest
+from kafkactor.network.api_versions import ApiKey
+from kafkactor.network.codec import build, decode_response, encode_request, nested, request_type
+from kafkactor.network.network_client import NetworkClient, NetworkClientConfig
+from kafkactor.storage import iter_batches
+from tests.network.split_cluster import SESSION_TIMEOUT_MS, SplitCluster, split_cluster
+from tests.replication.support import FAST, EventLog, captured_events, wait_until
+
+TOPIC = "orders"
+MIN_ISR_2 = {"min.insync.replicas": "2"}
+FAILOVER_S = SESSION_TIMEOUT_MS / 1000 + 5.0
+
+
+@pytest.fixture
+def events() -> Iterator[EventLog]:
+    with captured_events() as captured:
+        yield captured
+
+
+@pytest.fixture
+def cluster() -> Iterator[SplitCluster]:
+    with split_cluster(3, config=FAST) as started:
+        yield started
+
+
+def _values(cluster: SplitCluster, broker: int, tp: TopicPartition) -> list[bytes]:
+    log = cluster.brokers[broker].broker.log_manager.get_log(tp)
+    assert log is not None
+    data = log.read(0, 1 << 30).records
+    return [r.value or b"" for batch in iter_batches(data) for r in batch.records()]
+
+
+def _send_all(cluster: SplitCluster, leader: int, values: list[bytes], partition: int) -> None:
+    producer = cluster.producer(leader, acks=-1, timeout_ms=5_000)
+    try:
+        for future in [producer.send(TOPIC, v, partition=partition) for v in values]:
+            future.result(10)
+    finally:
+        producer.close()
+
+
+def test_acks_all_completes_only_through_followers_fetching_over_tcp(
+    cluster: SplitCluster, events: EventLog
+) -> None:
+    cluster.admin.create_topic(TOPIC, 1, 3, MIN_ISR_2)
+    leader = cluster.state(TOPIC, 0).leader
+    values = [b"v%d" % i for i in range(40)]
+    _send_all(cluster, leader, values, 0)
+    tp = TopicPartition(topic=TOPIC, partition=0)
+    for broker in (1, 2, 3):  # every replica has every acknowledged record, by fetching
+        wait_until(
+            lambda b=broker: _values(cluster, b, tp) == values,  # type: ignore[misc]
+            message=f"broker {broker}",
+        )
+    followers = {b for b in (1, 2, 3) if b != leader}
+    fetchers = {
+        e["broker"]
+        for e in events.named("network.client_connected")
+        if e["requester"].startswith(f"broker/{e['broker']}/fetcher/")
+    }
+    assert followers <= fetchers  # they fetched over the wire, not through a shared mailbox
+
+
+def test_a_killed_leader_is_replaced_and_nothing_acknowledged_is_lost(
+    cluster: SplitCluster,
+) -> None:
+    cluster.admin.create_topic(TOPIC, 1, 3, MIN_ISR_2)
+    old = cluster.state(TOPIC, 0)
+    first = [b"a%d" % i for i in range(30)]
+    _send_all(cluster, old.leader, first, 0)
+    cluster.brokers[old.leader].kill()
+    wait_until(
+        lambda: cluster.state(TOPIC, 0).leader not in (old.leader, -1),
+        timeout_s=FAILOVER_S,
+        message="a new leader",
+    )
+    new = cluster.state(TOPIC, 0)
+    assert new.leader_epoch > old.leader_epoch
+    assert old.leader not in new.isr
+    second = [b"b%d" % i for i in range(30)]
+    wait_until(  # the new leader acts on its LeaderAndIsr, which came over the wire
+        lambda: cluster.brokers[new.leader].broker.alive and _try_send(cluster, new.leader),
+        message="the new leader accepting acks=all",
+    )
+    _send_all(cluster, new.leader, second, 0)
+    tp = TopicPartition(topic=TOPIC, partition=0)
+    stored = _values(cluster, new.leader, tp)
+    assert [v for v in stored if v in set(first) | set(second)] == first + second
+    # the old leader comes back, truncates by the leader's epochs over the wire, and catches up
+    cluster.restart(old.leader)
+    wait_until(
+        lambda: old.leader in cluster.state(TOPIC, 0).isr,
+        timeout_s=FAILOVER_S,
+        message="the old leader back in the ISR",
+    )
+    assert _values(cluster, old.leader, tp) == _values(cluster, new.leader, tp)
+
+
+def _try_send(cluster: SplitCluster, leader: int) -> bool:
+    producer = cluster.producer(leader, acks=-1, timeout_ms=2_000, retries=0)
+    try:
+        producer.send(TOPIC, b"probe", partition=0).result(5)
+        return True
+    except Exception:
+        return False
+    finally:
+        producer.close()
+
+
+def test_controlled_shutdown_moves_leadership_before_the_broker_goes(
+    cluster: SplitCluster,
+) -> None:
+    cluster.admin.create_topic(TOPIC, 3, 3, MIN_ISR_2)
+    controller = cluster.controller()
+    leader = next(s.leader for p in range(3) if (s := cluster.state(TOPIC, p)).leader != controller)
+    led = [p for p in range(3) if cluster.state(TOPIC, p).leader == leader]
+    assert cluster.brokers[leader].stop(controlled=True)  # the request crossed the wire
+    for p in led:
+        state = cluster.state(TOPIC, p)
+        assert state.leader not in (leader, -1)
+        assert leader not in state.isr
+
+
+# -- epochs on the wire ------------------------------------------------------------------------
+
+
+def _call(port: int, api: ApiKey, version: int, body: Any) -> Any:
+    frame = encode_request(api, version, 7, "test", body)
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as connection:
+        connection.sendall(frame)
+        (size,) = struct.unpack(">i", _read(connection, 4))
+        correlation_id, answer = decode_response(api, version, _read(connection, size))
+    assert correlation_id == 7
+    return answer
+
+
+def _read(connection: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = connection.recv(size - len(data))
+        assert chunk, "the broker closed the connection"
+        data += chunk
+    return data
+
+
+def _leader_and_isr(controller_epoch: int, broker_epoch: int, leader: int) -> Any:
+    schema = request_type(ApiKey.LEADER_AND_ISR, 4)
+    state = build(
+        nested(schema, "LeaderAndIsrPartitionState"),
+        partition_index=0,
+        controller_epoch=controller_epoch,
+        leader=leader,
+        leader_epoch=99,
+        isr=[leader],
+        partition_epoch=0,
+        replicas=[leader],
+    )
+    return build(
+        schema,
+        controller_id=1,
+        controller_epoch=controller_epoch,
+        broker_epoch=broker_epoch,
+        topic_states=(
+            build(
+                nested(schema, "LeaderAndIsrTopicState"),
+                topic_name=TOPIC,
+                partition_states=(state,),
+            ),
+        ),
+        live_leaders=(),
+    )
+
+
+def test_leader_and_isr_with_a_stale_controller_epoch_is_refused_over_the_wire(
+    cluster: SplitCluster,
+) -> None:
+    cluster.admin.create_topic(TOPIC, 1, 3, {})
+    broker = cluster.brokers[2]
+    epoch = broker.broker.zookeeper.broker_epoch  # type: ignore[union-attr]
+    answer = _call(broker.port, ApiKey.LEADER_AND_ISR, 4, _leader_and_isr(0, epoch, 2))
+    assert answer.error_code == ErrorCode.STALE_CONTROLLER_EPOCH
+    assert cluster.state(TOPIC, 0).leader_epoch == 0  # nothing applied
+
+
+def test_leader_and_isr_with_a_stale_broker_epoch_is_refused_over_the_wire(
+    cluster: SplitCluster,
+) -> None:
+    cluster.admin.create_topic(TOPIC, 1, 3, {})
+    broker = cluster.brokers[2]
+    epoch = broker.broker.zookeeper.broker_epoch  # type: ignore[union-attr]
+    answer = _call(broker.port, ApiKey.LEADER_AND_ISR, 4, _leader_and_isr(99, epoch - 1, 2))
+    assert answer.error_code == ErrorCode.STALE_BROKER_EPOCH
+
+
+def test_controlled_shutdown_with_a_stale_broker_epoch_is_refused_by_the_controller(
+    cluster: SplitCluster,
+) -> None:
+    controller = cluster.controller()
+    assert controller is not None
+    other = next(b for b in (1, 2, 3) if b != controller)
+    epoch = cluster.brokers[other].broker.zookeeper.broker_epoch  # type: ignore[union-attr]
+    schema = request_type(ApiKey.CONTROLLED_SHUTDOWN, 3)
+    port = cluster.brokers[controller].port
+    stale = _call(
+        port, ApiKey.CONTROLLED_SHUTDOWN, 3, build(schema, broker_id=other, broker_epoch=epoch - 1)
+    )
+    assert stale.error_code == ErrorCode.STALE_BROKER_EPOCH
+    elsewhere = cluster.brokers[other].port  # a broker that is not the controller
+    refused = _call(
+        elsewhere, ApiKey.CONTROLLED_SHUTDOWN, 3, build(schema, broker_id=other, broker_epoch=epoch)
+    )
+    assert refused.error_code == ErrorCode.NOT_CONTROLLER
+
+
+# -- the network client's failures ---------------------------------------------------------------
+
+
+def _lone_client(endpoint: Any, timeout_ms: int) -> tuple[NetworkClient, Client]:
+    """A network client of broker 1 on a Directory of its own, and a Client there."""
+    directory = Directory()
+    network = NetworkClient(
+        1, directory, endpoint, config=NetworkClientConfig(request_timeout_ms=timeout_ms)
+    ).start()
+    directory.remote = network.remote
+    return network, Client("asker", directory)
+
+
+def _fetch() -> FetchRequest:
+    return FetchRequest(replica_id=1, max_wait_ms=100, partitions=(FetchPartition(topic=TOPIC),))
+
+
+def test_a_request_to_a_broker_that_never_answers_is_answered_request_timed_out() -> None:
+    silent = socket.socket()  # accepts and never answers: a paused broker
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()
+    port = silent.getsockname()[1]
+    network, asker = _lone_client(lambda _: ("127.0.0.1", port), 300)
+    try:
+        answer = asker.request(addresses.replica_manager(9), _fetch()).result(5)
+        assert answer.error_code == ErrorCode.REQUEST_TIMED_OUT
+    finally:
+        asker.close()
+        network.close()
+        silent.close()
+
+
+def test_a_request_to_an_unregistered_broker_is_answered_after_the_request_timeout() -> None:
+    network, asker = _lone_client(lambda _: None, 300)
+    try:
+        answer = asker.request(addresses.replica_manager(9), _fetch()).result(5)
+        assert answer.error_code == ErrorCode.REQUEST_TIMED_OUT
+    finally:
+        asker.close()
+        network.close()
+
+
+def test_a_peer_that_closes_the_connection_fails_what_was_in_flight() -> None:
+    closing = socket.socket()  # reads a request, then closes: a broker that crashed
+    closing.bind(("127.0.0.1", 0))
+    closing.listen()
+    port = closing.getsockname()[1]
+    network, asker = _lone_client(lambda _: ("127.0.0.1", port), 5_000)
+    try:
+        future = asker.request(addresses.replica_manager(9), _fetch())
+        accepted, _ = closing.accept()
+        accepted.recv(4)
+        accepted.close()
+        answer = future.result(5)
+        assert answer.error_code == ErrorCode.NETWORK_EXCEPTION
+    finally:
+        asker.close()
+        network.close()
+        closing.close()
+
+
+def test_a_garbage_response_closes_the_connection_and_fails_the_request() -> None:
+    liar = socket.socket()
+    liar.bind(("127.0.0.1", 0))
+    liar.listen()
+    port = liar.getsockname()[1]
+    network, asker = _lone_client(lambda _: ("127.0.0.1", port), 5_000)
+    try:
+        future = asker.request(addresses.replica_manager(9), _fetch())
+        accepted, _ = liar.accept()
+        accepted.recv(65536)
+        accepted.sendall(struct.pack(">i", 6) + b"\x00\x00\x00\x01zz")  # wrong id, short body
+        answer = future.result(5)
+        assert answer.error_code == ErrorCode.NETWORK_EXCEPTION
+        accepted.close()
+    finally:
+        asker.close()
+        network.close()
+        liar.close()
+
+
+def test_a_message_that_never_crosses_processes_is_refused_at_once() -> None:
+    network, asker = _lone_client(lambda _: None, 5_000)
+    try:
+        request = MetadataRequest()
+        answer = asker.request(addresses.replica_manager(9), request).result(5)
+        assert answer.error_code == ErrorCode.NETWORK_EXCEPTION
+    finally:
+        asker.close()
+        network.close()

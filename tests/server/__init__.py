@@ -1,0 +1,1 @@
+"""Tests of `kafkactor.server`: one broker process and its configuration."""
