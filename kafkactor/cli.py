@@ -531,6 +531,10 @@ def build_parser() -> argparse.ArgumentParser:
     analyzer.set_defaults(func=_cmd_analyze)
 
     _add_serve_command(commands)
+    from kafkactor.server.cluster_cli import add_broker_command, add_cluster_command
+
+    add_cluster_command(commands)
+    add_broker_command(commands)
 
     nemesis = commands.add_parser(
         "nemesis",
@@ -545,9 +549,7 @@ def build_parser() -> argparse.ArgumentParser:
             "held (with --unsafe: loss was found), 1 otherwise, 2 usage."
         ),
     )
-    nemesis.add_argument(
-        "--seeds", type=_seeds, default=_seeds("1-10"), help="A-B or A,B,C (default 1-10)"
-    )
+    nemesis.add_argument("--seeds", type=_seeds, default="1-10", help="A-B or A,B,C (default 1-10)")
     nemesis.add_argument(
         "--seconds", type=float, default=12.0, help="faults per schedule, seconds (default 12)"
     )

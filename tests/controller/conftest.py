@@ -2,8 +2,9 @@
 
 The event log is the replication tests' `events` fixture (autouse: every test writes its
 tracing events to its own stream). `real_zookeeper` is the ZooKeeper conformance suite's
-session-scoped server (Debian's ZooKeeper 3.8 on a free loopback port; the tests that use it
-skip when java or the package is missing). Every cluster is stopped in the fixture teardown.
+session-scoped server (Debian's ZooKeeper 3.8 on a free loopback port, run by
+`kafkactor.server.zookeeper.LocalZooKeeper`; the tests that use it skip when java or the
+package is missing). Every cluster is stopped in the fixture teardown.
 """
 
 from __future__ import annotations

@@ -1,18 +1,15 @@
 """The `zk` fixture: one harness interface over the embedded model and a real ZooKeeper 3.8.
 
-"real" starts Debian's ZooKeeper once per test session (`ZooKeeperServerMain` on a free loopback
-port, its own data dir, config and log file in a temp dir) and stops it at the end. "embedded" makes
-a fresh `EmbeddedZooKeeper` per test. Either way each test gets its own top-level node `zk.base`,
+"real" starts Debian's ZooKeeper once per test session (a `LocalZooKeeper` of
+`kafkactor.server.zookeeper`: `ZooKeeperServerMain` on a free loopback port, its own data dir,
+config and log file in a temp dir) and stops it at the end. "embedded" makes a fresh
+`EmbeddedZooKeeper` per test. Either way each test gets its own top-level node `zk.base`,
 created before and deleted recursively after it, and every client it connects is closed afterwards.
 """
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,15 +20,10 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.protocol.states import KazooState
 
+from kafkactor.server.zookeeper import LocalZooKeeper, LocalZooKeeperError
 from kafkactor.timer.clock import SystemClock
 from tests.zk_conformance.support import TIMEOUT_S, ZK, Client
 
-ZK_SERVER_SH = Path("/usr/share/zookeeper/bin/zkServer.sh")
-ZK_CONF_DIR = Path("/etc/zookeeper/conf")  # log4j.properties for the server's log
-JAVA_LIBS = Path("/usr/share/java")
-# zookeeper.jar's manifest names every jar it needs; the log4j binding gives a readable log.
-SERVER_JARS = ("zookeeper.jar", "slf4j-log4j12.jar", "log4j-1.2.jar")
-SERVER_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
 STARTUP_DEADLINE_S = 30.0
 SESSION_TIMEOUT_S = 5.0  # within the server's [minSessionTimeout, maxSessionTimeout]
 CONNECT_TIMEOUT_S = 10.0
@@ -65,111 +57,28 @@ class RealServer:
     log_path: Path
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-def _write_config(root: Path, port: int) -> Path:
-    data_dir = root / "data"
-    data_dir.mkdir(exist_ok=True)
-    config = root / "zoo.cfg"
-    config.write_text(
-        "\n".join(
-            [
-                "tickTime=100",  # fast session expiry
-                f"dataDir={data_dir}",
-                f"clientPort={port}",
-                "clientPortAddress=127.0.0.1",
-                "admin.enableServer=false",
-                "minSessionTimeout=200",
-                "maxSessionTimeout=10000",
-                "4lw.commands.whitelist=ruok",
-                "forceSync=no",  # no fsync per write: a throwaway data dir, and a faster suite
-                "",
-            ]
-        )
-    )
-    return config
-
-
-def _answers(hosts: str) -> bool:
-    """True once a real client can open a session and read the root."""
-    client = KazooClient(hosts=hosts, timeout=2.0)
-    try:
-        client.start(timeout=1.0)
-        client.get_children("/")
-        return True
-    except Exception:
-        return False
-    finally:
-        client.stop()
-        client.close()
-
-
-def _log_tail(log_path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(log_path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-
-
 @pytest.fixture(scope="session")
 def real_zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealServer]:
     """Debian's ZooKeeper 3.8, standalone, on a free loopback port; stopped at session end."""
-    java = shutil.which("java")
-    if not ZK_SERVER_SH.is_file():
-        pytest.skip(f"real ZooKeeper: {ZK_SERVER_SH} missing (install Debian's zookeeper package)")
-    if java is None:
-        pytest.skip("real ZooKeeper: no java on PATH")
-    jars = [JAVA_LIBS / jar for jar in SERVER_JARS if (JAVA_LIBS / jar).is_file()]
-    if not jars or jars[0].name != "zookeeper.jar":
-        pytest.skip(f"real ZooKeeper: {JAVA_LIBS / 'zookeeper.jar'} missing")
-    classpath = ":".join([str(ZK_CONF_DIR), *map(str, jars)])
-    root = tmp_path_factory.mktemp("zookeeper")
-    log_path = root / "zookeeper.log"
-    for _attempt in range(3):  # another process may take the free port before the server does
-        port = _free_port()
-        command = [
-            java,
-            "-Xmx256m",
-            "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",  # quick start-up matters more than peak speed here
-            "-Dzookeeper.root.logger=INFO,CONSOLE",
-            "-cp",
-            classpath,
-            SERVER_MAIN,
-            str(_write_config(root, port)),
-        ]
-        with log_path.open("ab") as log:
-            process = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
-            )
-        hosts = f"127.0.0.1:{port}"
-        deadline = time.monotonic() + STARTUP_DEADLINE_S
-        while process.poll() is None and time.monotonic() < deadline:
-            if _answers(hosts):
-                try:
-                    yield RealServer(hosts=hosts, log_path=log_path)
-                finally:
-                    _stop(process)
-                return
-        _stop(process)
-        if "Address already in use" not in _log_tail(log_path):
-            break
-    pytest.fail(f"real ZooKeeper did not start; log {log_path}:\n{_log_tail(log_path)}")
+    install = LocalZooKeeper.available()
+    if not install:
+        pytest.skip(f"real ZooKeeper: {install.reason}")
+    server = LocalZooKeeper(
+        tmp_path_factory.mktemp("zookeeper"),
+        tick_time_ms=100,  # fast session expiry
+        min_session_timeout_ms=200,
+        max_session_timeout_ms=10_000,
+        four_letter_words=["ruok"],
+        force_sync=False,  # no fsync per write: a throwaway data dir, and a faster suite
+    )
+    try:
+        server.start(timeout_s=STARTUP_DEADLINE_S)  # on failure it is stopped again
+    except LocalZooKeeperError as error:
+        pytest.fail(f"real ZooKeeper did not start: {error}")
+    try:
+        yield RealServer(hosts=server.hosts, log_path=server.log_path)
+    finally:
+        server.stop()
 
 
 # --- harnesses -------------------------------------------------------------------------------
