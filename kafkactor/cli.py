@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import itertools
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -172,6 +173,7 @@ def _open_events(path: str) -> contextlib.AbstractContextManager[BinaryIO]:
 
 def _cmd_trace(args: argparse.Namespace) -> int:
     from kafkactor import trace
+    from kafkactor.trace.inputs import resolve_inputs
 
     def warn(message: str) -> None:
         print(f"kafkactor trace: {message}", file=sys.stderr)
@@ -185,10 +187,17 @@ def _cmd_trace(args: argparse.Namespace) -> int:
             return trace_id.lower().startswith(wanted)
 
     try:
-        with _open_events(args.events) as events:
-            traces = trace.build_traces(trace.iter_events(events, report), report=report, keep=keep)
+        paths = ["-"] if args.events == ["-"] else resolve_inputs(args.events)
+    except FileNotFoundError as error:
+        warn(f"cannot read {error.filename or ' '.join(args.events)}: {error.strerror or error}")
+        return 2
+    try:
+        with contextlib.ExitStack() as opened:
+            logs = [opened.enter_context(_open_events(path)) for path in paths]
+            events = itertools.chain.from_iterable(trace.iter_events(log, report) for log in logs)
+            traces = trace.build_traces(events, report=report, keep=keep)
     except OSError as error:
-        warn(f"cannot read {args.events}: {error.strerror or error}")
+        warn(f"cannot read {' '.join(args.events)}: {error.strerror or error}")
         return 2
     for message in report.warnings():
         warn(f"warning: {message}")
@@ -201,7 +210,7 @@ def _cmd_trace(args: argparse.Namespace) -> int:
         traces, trace_id=args.trace_id, request=args.request, slowest=slowest
     )
     if not chosen:
-        name = "stdin" if args.events == "-" else args.events
+        name = "stdin" if args.events == ["-"] else " ".join(args.events)
         warn(
             trace.no_match_message(
                 traces, source=name, trace_id=args.trace_id, request=args.request
@@ -218,7 +227,7 @@ def _cmd_trace(args: argparse.Namespace) -> int:
             which = f"{args.request} " if args.request else ""
             print(
                 f"{len(matching)} {which}trace{'' if len(matching) == 1 else 's'} in "
-                f"{args.events}; the {min(len(matching), trace.SUMMARY_LIMIT)} slowest:"
+                f"{' '.join(args.events)}; the {min(len(matching), trace.SUMMARY_LIMIT)} slowest:"
             )
             print(trace.render_summary(matching))
         sys.stdout.flush()
@@ -237,7 +246,7 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
         warn(f"needs the analytics extra ({missing} is not installed): {ANALYTICS_INSTALL}")
         return 2
 
-    from kafkactor.analytics.inputs import resolve_inputs
+    from kafkactor.trace.inputs import resolve_inputs
 
     try:
         paths = resolve_inputs(args.events)
@@ -478,7 +487,13 @@ def build_parser() -> argparse.ArgumentParser:
             "2 usage or unreadable file."
         ),
     )
-    tracer.add_argument("events", metavar="EVENTS", help="the JSON-lines event log ('-': stdin)")
+    tracer.add_argument(
+        "events",
+        metavar="EVENTS",
+        nargs="+",
+        help="JSON-lines event logs: files, directories or globs, e.g. the logs of every broker "
+        "process ('kc/broker-*/events.jsonl'), read as one; '-': stdin",
+    )
     tracer.add_argument(
         "--trace-id",
         metavar="ID",

@@ -8,6 +8,7 @@ produce and a consumer poll, whole, torn at the end, and with garbage in the mid
 from __future__ import annotations
 
 import io
+import json
 import re
 import sys
 from collections.abc import Iterator
@@ -829,3 +830,33 @@ def test_the_help_names_every_option(capsys: pytest.CaptureFixture[str]) -> None
     out = capsys.readouterr().out
     for option in ("EVENTS", "--trace-id", "--slowest", "--request", "--mermaid"):
         assert option in out
+
+
+def test_the_logs_of_several_processes_are_read_as_one(
+    real_log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each broker process writes its own log: split by broker, given as files or a glob, the
+    logs yield the same trees as the one log they were cut from."""
+    by_broker: dict[str, list[bytes]] = {}
+    for line in real_log.read_bytes().splitlines(keepends=True):
+        broker = json.loads(line).get("broker")
+        by_broker.setdefault(str(broker), []).append(line)
+    assert len(by_broker) >= 3
+    for broker, lines in by_broker.items():
+        (tmp_path / f"broker-{broker}").mkdir()
+        (tmp_path / f"broker-{broker}" / "events.jsonl").write_bytes(b"".join(lines))
+    whole = run_trace(capsys, str(real_log), "--request", "ProduceRequest", "--slowest", "1")
+    pattern = str(tmp_path / "broker-*" / "events.jsonl")
+    globbed = run_trace(capsys, pattern, "--request", "ProduceRequest", "--slowest", "1")
+    files = sorted(str(p) for p in tmp_path.glob("broker-*/events.jsonl"))
+    listed = run_trace(capsys, *files, "--request", "ProduceRequest", "--slowest", "1")
+    assert whole[0] == 0, whole[2]
+    assert globbed == listed == whole
+
+
+def test_a_glob_that_matches_nothing_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run_trace(capsys, str(tmp_path / "nothing-*" / "events.jsonl"))
+    assert (code, out) == (2, "")
+    assert "cannot read" in err and "no event log matches" in err

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
-from kafkactor.analytics.inputs import spark_path
+from kafkactor.trace.inputs import spark_path
 from kafkactor.analytics.schema import CORRUPT_COLUMN, EVENT_SCHEMA
 
 FILE_COLUMN = "_file"

@@ -11,7 +11,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from kafkactor.analytics.digest import read_digest, summary
-from kafkactor.analytics.inputs import Inputs, resolve_inputs
+from kafkactor.trace.inputs import Inputs, resolve_inputs
 from kafkactor.analytics.load import LoadedLog, read_events
 from kafkactor.analytics.plots import draw_plots
 from kafkactor.analytics.progress import ProgressDisplay

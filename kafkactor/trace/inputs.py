@@ -75,7 +75,7 @@ def _resolve_one(text: str) -> list[str]:
         if not found:
             raise FileNotFoundError(errno.ENOENT, "no event log matches the pattern", text)
         return found
-    raise FileNotFoundError(errno.ENOENT, "no such file or directory", text)
+    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), text)
 
 
 def resolve_inputs(inputs: Inputs) -> list[str]:
