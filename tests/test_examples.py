@@ -79,3 +79,18 @@ def test_the_readme_shows_the_kafka_python_examples_as_they_run(name: str) -> No
     example = (EXAMPLES / name).read_text(encoding="utf-8")
     code = example.split('"""', 2)[2].strip()
     assert f"```python\n{code}\n```" in readme
+
+
+def test_the_readme_shows_the_broker_properties_file_and_it_loads() -> None:
+    """The README's broker properties are `examples/broker1.properties`, and a broker reads them."""
+    from kafkactor.server.config import KafkaConfig
+
+    readme = (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
+    path = EXAMPLES / "broker1.properties"
+    settings = "\n".join(
+        line for line in path.read_text(encoding="utf-8").splitlines() if not line.startswith("#")
+    )
+    assert f"```properties\n{settings}\n```" in readme
+    config = KafkaConfig.from_file(path)
+    assert (config.broker_id, config.listeners.port) == (1, 9092)
+    assert config.log_config.min_insync_replicas == 2

@@ -105,6 +105,9 @@ def broker_properties(
         "min.insync.replicas": "2" if brokers >= 3 else "1",
         "default.replication.factor": replication,
         "offsets.topic.replication.factor": replication,
+        # Kafka's 5 s between attempts: the last broker of a `down`, whose leaderships can go
+        # nowhere, would spend 10 s on its three attempts
+        "controlled.shutdown.retry.backoff.ms": "1000",
         "kafkactor.event.log": str(event_log),
     }
     properties.update(extra or {})
