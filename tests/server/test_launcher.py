@@ -205,6 +205,7 @@ def test_broker_properties_use_kafkas_names(tmp_path: Path) -> None:
         "min.insync.replicas": "2",
         "default.replication.factor": "3",
         "offsets.topic.replication.factor": "3",
+        "controlled.shutdown.retry.backoff.ms": "1000",
         "kafkactor.event.log": str(events),
         "log.retention.hours": "1",
     }
