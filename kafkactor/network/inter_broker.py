@@ -120,24 +120,29 @@ def _partition_state(schema: Any, struct: str, state: PartitionLeaderState) -> A
     )
 
 
+def _topic_states(schema: Any, api: str, states: Iterable[PartitionLeaderState]) -> tuple[Any, ...]:
+    """LeaderAndIsr's or UpdateMetadata's partition states grouped by topic (`api` names the
+    structs: `<api>TopicState`, `<api>PartitionState`)."""
+    return tuple(
+        build(
+            nested(schema, f"{api}TopicState"),
+            topic_name=topic,
+            partition_states=tuple(
+                _partition_state(schema, f"{api}PartitionState", s) for s in grouped
+            ),
+        )
+        for topic, grouped in by_topic(states, lambda s: s.topic).items()
+    )
+
+
 def _leader_and_isr(request: LeaderAndIsr) -> WireCall:
     version, schema = _entity(ApiKey.LEADER_AND_ISR)
-    topics = by_topic(request.partition_states, lambda s: s.topic)
     body = build(
         schema,
         controller_id=request.controller_id,
         controller_epoch=request.controller_epoch,
         broker_epoch=request.broker_epoch,
-        topic_states=tuple(
-            build(
-                nested(schema, "LeaderAndIsrTopicState"),
-                topic_name=topic,
-                partition_states=tuple(
-                    _partition_state(schema, "LeaderAndIsrPartitionState", s) for s in states
-                ),
-            )
-            for topic, states in topics.items()
-        ),
+        topic_states=_topic_states(schema, "LeaderAndIsr", request.partition_states),
         live_leaders=(),
     )
 
@@ -204,23 +209,13 @@ def _stop_replica(request: StopReplica) -> WireCall:
 
 def _update_metadata(request: UpdateMetadata) -> WireCall:
     version, schema = _entity(ApiKey.UPDATE_METADATA)
-    topics = by_topic(request.partition_states, lambda s: s.topic)
     endpoints = {e.broker_id: e for e in request.endpoints}
     body = build(
         schema,
         controller_id=request.controller_id,
         controller_epoch=request.controller_epoch,
         broker_epoch=request.broker_epoch,
-        topic_states=tuple(
-            build(
-                nested(schema, "UpdateMetadataTopicState"),
-                topic_name=topic,
-                partition_states=tuple(
-                    _partition_state(schema, "UpdateMetadataPartitionState", s) for s in states
-                ),
-            )
-            for topic, states in topics.items()
-        ),
+        topic_states=_topic_states(schema, "UpdateMetadata", request.partition_states),
         live_brokers=tuple(
             _live_broker(schema, broker, endpoints.get(broker)) for broker in request.live_brokers
         ),

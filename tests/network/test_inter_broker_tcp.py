@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import struct
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -231,14 +232,37 @@ def test_controlled_shutdown_with_a_stale_broker_epoch_is_refused_by_the_control
 # -- the network client's failures ---------------------------------------------------------------
 
 
-def _lone_client(endpoint: Any, timeout_ms: int) -> tuple[NetworkClient, Client]:
-    """A network client of broker 1 on a Directory of its own, and a Client there."""
+@contextmanager
+def lone_client(
+    timeout_ms: int, *, peer: socket.socket | None = None
+) -> Iterator[tuple[NetworkClient, Client]]:
+    """A network client of broker 1 on a Directory of its own, with a Client there; broker 9
+    is `peer` (a listening socket standing for it) or, without one, is not registered."""
     directory = Directory()
+    port = peer.getsockname()[1] if peer is not None else None
     network = NetworkClient(
-        1, directory, endpoint, config=NetworkClientConfig(request_timeout_ms=timeout_ms)
+        1,
+        directory,
+        lambda _: ("127.0.0.1", port) if port is not None else None,
+        config=NetworkClientConfig(request_timeout_ms=timeout_ms),
     ).start()
     directory.remote = network.remote
-    return network, Client("asker", directory)
+    asker = Client("asker", directory)
+    try:
+        yield network, asker
+    finally:
+        asker.close()
+        network.close()
+        if peer is not None:
+            peer.close()
+
+
+def _listening() -> socket.socket:
+    """A socket that accepts connections and does nothing else unless the test makes it."""
+    peer = socket.socket()
+    peer.bind(("127.0.0.1", 0))
+    peer.listen()
+    return peer
 
 
 def _fetch() -> FetchRequest:
@@ -246,75 +270,39 @@ def _fetch() -> FetchRequest:
 
 
 def test_a_request_to_a_broker_that_never_answers_is_answered_request_timed_out() -> None:
-    silent = socket.socket()  # accepts and never answers: a paused broker
-    silent.bind(("127.0.0.1", 0))
-    silent.listen()
-    port = silent.getsockname()[1]
-    network, asker = _lone_client(lambda _: ("127.0.0.1", port), 300)
-    try:
+    with lone_client(300, peer=_listening()) as (_, asker):  # a paused broker
         answer = asker.request(addresses.replica_manager(9), _fetch()).result(5)
         assert answer.error_code == ErrorCode.REQUEST_TIMED_OUT
-    finally:
-        asker.close()
-        network.close()
-        silent.close()
 
 
 def test_a_request_to_an_unregistered_broker_is_answered_after_the_request_timeout() -> None:
-    network, asker = _lone_client(lambda _: None, 300)
-    try:
+    with lone_client(300) as (_, asker):
         answer = asker.request(addresses.replica_manager(9), _fetch()).result(5)
         assert answer.error_code == ErrorCode.REQUEST_TIMED_OUT
-    finally:
-        asker.close()
-        network.close()
 
 
 def test_a_peer_that_closes_the_connection_fails_what_was_in_flight() -> None:
-    closing = socket.socket()  # reads a request, then closes: a broker that crashed
-    closing.bind(("127.0.0.1", 0))
-    closing.listen()
-    port = closing.getsockname()[1]
-    network, asker = _lone_client(lambda _: ("127.0.0.1", port), 5_000)
-    try:
+    peer = _listening()
+    with lone_client(5_000, peer=peer) as (_, asker):  # a broker that crashed mid-request
         future = asker.request(addresses.replica_manager(9), _fetch())
-        accepted, _ = closing.accept()
+        accepted, _ = peer.accept()
         accepted.recv(4)
         accepted.close()
-        answer = future.result(5)
-        assert answer.error_code == ErrorCode.NETWORK_EXCEPTION
-    finally:
-        asker.close()
-        network.close()
-        closing.close()
+        assert future.result(5).error_code == ErrorCode.NETWORK_EXCEPTION
 
 
 def test_a_garbage_response_closes_the_connection_and_fails_the_request() -> None:
-    liar = socket.socket()
-    liar.bind(("127.0.0.1", 0))
-    liar.listen()
-    port = liar.getsockname()[1]
-    network, asker = _lone_client(lambda _: ("127.0.0.1", port), 5_000)
-    try:
+    peer = _listening()
+    with lone_client(5_000, peer=peer) as (_, asker):
         future = asker.request(addresses.replica_manager(9), _fetch())
-        accepted, _ = liar.accept()
+        accepted, _ = peer.accept()
         accepted.recv(65536)
         accepted.sendall(struct.pack(">i", 6) + b"\x00\x00\x00\x01zz")  # wrong id, short body
-        answer = future.result(5)
-        assert answer.error_code == ErrorCode.NETWORK_EXCEPTION
+        assert future.result(5).error_code == ErrorCode.NETWORK_EXCEPTION
         accepted.close()
-    finally:
-        asker.close()
-        network.close()
-        liar.close()
 
 
 def test_a_message_that_never_crosses_processes_is_refused_at_once() -> None:
-    network, asker = _lone_client(lambda _: None, 5_000)
-    try:
-        request = MetadataRequest()
-        answer = asker.request(addresses.replica_manager(9), request).result(5)
+    with lone_client(5_000) as (_, asker):
+        answer = asker.request(addresses.replica_manager(9), MetadataRequest()).result(5)
         assert answer.error_code == ErrorCode.NETWORK_EXCEPTION
-    finally:
-        asker.close()
-        network.close()
