@@ -82,6 +82,7 @@ class Broker:
         topic_configs: MutableMapping[str, LogConfig] | None = None,
         zookeeper: Callable[[], Any] | None = None,
         listener: SocketServerConfig | None = None,
+        advertised: tuple[str, int] | None = None,
         admin: TopicAdmin | None = None,
         producer_ids: ProducerIdSource | None = None,
     ) -> None:
@@ -89,6 +90,9 @@ class Broker:
         # with a listener, Kafka's wire protocol on (host, port); port 0 takes a free one,
         # which `listener` then names, so a restart listens where clients knew it
         self.listener = listener
+        # Kafka's advertised.listeners: what the broker registers for clients and peers when
+        # it is not where it listens (a wildcard address, a NAT); None: the listener itself
+        self.advertised = advertised
         self.admin = admin
         self.producer_ids = producer_ids
         self.socket_server: SocketServer | None = None
@@ -133,9 +137,12 @@ class Broker:
 
     @property
     def endpoint(self) -> tuple[str, int]:
-        """(host, port) clients connect to; port -1 without a listener."""
+        """(host, port) clients and peers connect to, as registered: the advertised address,
+        else the listener's; port -1 without a listener."""
         if self.listener is None:
             return "localhost", -1
+        if self.advertised is not None:
+            return self.advertised
         return self.listener.host, self.listener.port
 
     @property

@@ -78,6 +78,7 @@ class BrokerProcess:
             topic_configs=ZkTopicConfigs(lambda: self.zk, defaults),
             zookeeper=self._connect_broker_session,
             listener=config.socket_server,
+            advertised=_advertised(config),
             admin=AdminZkClient(
                 lambda: self.zk, defaults=defaults, timeout_s=config.request_timeout_ms / 1000
             ),
@@ -128,6 +129,15 @@ class BrokerProcess:
                 self.zk.stop()
                 self.zk.close()
         return moved
+
+
+def _advertised(config: KafkaConfig) -> tuple[str, int] | None:
+    """`advertised.listeners` when it differs from `listeners` (None: register the listener,
+    with the port it bound when it asked for any free one)."""
+    advertised = config.advertised_listeners
+    if advertised == config.listeners:
+        return None
+    return advertised.host, advertised.port
 
 
 def _ensure_chroot(connect: str, session_timeout_ms: int) -> None:

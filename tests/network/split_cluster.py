@@ -34,7 +34,15 @@ SESSION_TIMEOUT_MS = 600
 class SplitBroker:
     """One broker with its own Directory and network client (a broker process's wiring)."""
 
-    def __init__(self, cluster: SplitCluster, broker_id: int, port: int = 0) -> None:
+    def __init__(
+        self,
+        cluster: SplitCluster,
+        broker_id: int,
+        port: int = 0,
+        *,
+        host: str = "127.0.0.1",
+        advertised: tuple[str, int] | None = None,
+    ) -> None:
         self.cluster = cluster
         self.broker_id = broker_id
         self.directory = Directory()
@@ -52,7 +60,8 @@ class SplitBroker:
             config=cluster.config,
             topic_configs=ZkTopicConfigs(lambda: cluster.zk),
             zookeeper=cluster.connect,
-            listener=SocketServerConfig(port=port),
+            listener=SocketServerConfig(host=host, port=port),
+            advertised=advertised,
             admin=cluster.admin,
         ).start()
 

@@ -19,8 +19,14 @@ from kafkactor.messages.replication import FetchPartition, FetchRequest, Metadat
 from kafkactor.network.api_versions import ApiKey
 from kafkactor.network.codec import build, decode_response, encode_request, nested, request_type
 from kafkactor.network.network_client import NetworkClient, NetworkClientConfig
+from kafkactor.server.processes import free_port
 from kafkactor.storage import iter_batches
-from tests.network.split_cluster import SESSION_TIMEOUT_MS, SplitCluster, split_cluster
+from tests.network.split_cluster import (
+    SESSION_TIMEOUT_MS,
+    SplitBroker,
+    SplitCluster,
+    split_cluster,
+)
 from tests.replication.support import FAST, EventLog, captured_events, wait_until
 
 TOPIC = "orders"
@@ -136,6 +142,23 @@ def test_controlled_shutdown_moves_leadership_before_the_broker_goes(
         state = cluster.state(TOPIC, p)
         assert state.leader not in (leader, -1)
         assert leader not in state.isr
+
+
+def test_a_broker_on_every_interface_registers_its_advertised_address(
+    cluster: SplitCluster,
+) -> None:
+    """Kafka's advertised.listeners: a broker listening on 0.0.0.0 registers the address it
+    advertises, and its peers replicate through it."""
+    port = free_port()
+    cluster.brokers[3].stop()
+    cluster.brokers[3] = SplitBroker(
+        cluster, 3, port, host="0.0.0.0", advertised=("localhost", port)
+    )
+    wait_until(lambda: cluster.endpoint(3) == ("localhost", port), message="the registration")
+    cluster.admin.create_topic(TOPIC, 1, 3, MIN_ISR_2)
+    _send_all(cluster, cluster.state(TOPIC, 0).leader, [b"through localhost"], 0)
+    tp = TopicPartition(topic=TOPIC, partition=0)
+    wait_until(lambda: _values(cluster, 3, tp) == [b"through localhost"], message="replicated")
 
 
 # -- epochs on the wire ------------------------------------------------------------------------
