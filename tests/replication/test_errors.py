@@ -269,3 +269,40 @@ def test_produce_with_one_unknown_partition_fails_only_that_partition(
     assert results[("no-such-topic", 0)].error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     wait_until(lambda: cluster.describe_partition(TOPIC, 0).high_watermark == 1)
     assert values_of(fetch_one(client, 1, TOPIC, 0, 0).records) == [(0, b"kept")]
+
+
+def test_a_stop_replica_right_after_a_leader_and_isr_leaves_no_fetcher_behind(
+    cluster: Cluster, client: Client
+) -> None:
+    """The controller may send LeaderAndIsr (follow broker 2) and StopReplica for the same
+    replica back to back (a controlled shutdown); the LeaderAndIsr's fan-out to the partition
+    finishes after the stop began, and must not give the stopped replica a fetcher again."""
+    cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
+    rm = addresses.replica_manager(1)
+    epoch = cluster.controller_epoch
+    follow = PartitionLeaderState(
+        topic=TOPIC,
+        partition=0,
+        controller_epoch=epoch,
+        leader=2,
+        leader_epoch=7,
+        isr=(1, 2, 3),
+        replicas=(1, 2, 3),
+    )
+    moved = client.request(
+        rm, LeaderAndIsr(controller_id=1, controller_epoch=epoch, partition_states=(follow,))
+    )
+    stopped = client.request(
+        rm,
+        StopReplica(
+            controller_id=1,
+            controller_epoch=epoch,
+            partitions=(TopicPartition(topic=TOPIC, partition=0),),
+        ),
+    )
+    moved.result(WAIT_S)
+    stopped.result(WAIT_S)
+    ref = cluster.directory.resolve(rm)
+    view = ref.proxy().describe().get(timeout=WAIT_S)  # type: ignore[union-attr]
+    assert f"{TOPIC}-0" not in view["followers"] + view["leaders"]
+    assert not view["fetchers"], view

@@ -82,6 +82,7 @@ class LocalReplica:
     is_leader: bool = False
     leader: int = -1
     leader_epoch: int = -1
+    stopped: bool = False  # a StopReplica is stopping it: no LeaderAndIsr may revive it
 
 
 class ReplicaManagerActor(TracedActor):
@@ -545,9 +546,10 @@ class ReplicaManagerActor(TracedActor):
                 self.fetcher_manager.remove(TopicPartition.of(state))  # a leader stops fetching
             orders[key] = (replica.address, BecomeLeaderOrFollower(state=state))
         states = {str(TopicPartition.of(s)): s for s in request.partition_states}
+        targets = {key: self.replicas[key] for key in orders}
 
         def applied(responses: dict[str, Response]) -> None:
-            self._applied(request, states, errors, responses)
+            self._applied(request, states, errors, responses, targets)
 
         if not orders:
             applied({})
@@ -560,11 +562,17 @@ class ReplicaManagerActor(TracedActor):
         states: dict[str, PartitionLeaderState],
         errors: dict[str, ErrorCode],
         responses: dict[str, Response],
+        targets: dict[str, LocalReplica],
     ) -> None:
         follow: dict[int, list[FetcherPartition]] = {}
         for key, response in responses.items():
             state = states[key]
-            replica = self.replicas[key]
+            replica = targets[key]
+            if replica.stopped or self.replicas.get(key) is not replica:
+                # a StopReplica came while this LeaderAndIsr was being applied: the replica is
+                # gone (or going), and must not get a fetcher back
+                errors[key] = getattr(response, "error_code", ErrorCode.NONE)
+                continue
             if not isinstance(response, PartitionStateApplied):
                 errors[key] = getattr(response, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR)
                 continue
@@ -681,6 +689,7 @@ class ReplicaManagerActor(TracedActor):
             if replica is None:
                 continue
             self.fetcher_manager.remove(TopicPartition.of(ref))
+            replica.stopped = True
             stopping[key] = replica
             orders[key] = (
                 replica.address,
