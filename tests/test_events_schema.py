@@ -743,7 +743,9 @@ def _split_scenario(events: EventLog) -> None:
     with split_cluster(3, config=FAST) as cluster:
         cluster.admin.create_topic("split", 1, 3, {"min.insync.replicas": "2"})
         leader = cluster.state("split", 0).leader
-        producer = cluster.producer(leader, acks=-1, timeout_ms=5_000)
+        producer = cluster.producer(
+            leader, acks=-1, timeout_ms=5_000, retries=20, retry_backoff_ms=50
+        )
         try:
             producer.send("split", b"over the wire", partition=0).result(WAIT_S)
         finally:

@@ -54,7 +54,8 @@ def _values(cluster: SplitCluster, broker: int, tp: TopicPartition) -> list[byte
 
 
 def _send_all(cluster: SplitCluster, leader: int, values: list[bytes], partition: int) -> None:
-    producer = cluster.producer(leader, acks=-1, timeout_ms=5_000)
+    # retries: CreateTopics returns once ZooKeeper names the leaders, maybe before they act
+    producer = cluster.producer(leader, acks=-1, timeout_ms=5_000, retries=20, retry_backoff_ms=50)
     try:
         for future in [producer.send(TOPIC, v, partition=partition) for v in values]:
             future.result(10)

@@ -11,6 +11,9 @@ from kafkactor.clients import ConsumerError, ProduceError
 from kafkactor.common import PartitionLeaderState, TopicPartition
 from kafkactor.messages import ErrorCode, ErrorResponse
 from kafkactor.messages.replication import (
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
     LeaderAndIsr,
     LeaderAndIsrResponse,
     MetadataRequest,
@@ -306,3 +309,58 @@ def test_a_stop_replica_right_after_a_leader_and_isr_leaves_no_fetcher_behind(
     view = ref.proxy().describe().get(timeout=WAIT_S)  # type: ignore[union-attr]
     assert f"{TOPIC}-0" not in view["followers"] + view["leaders"]
     assert not view["fetchers"], view
+
+
+def test_a_follower_fetch_from_an_older_leader_epoch_is_fenced_and_moves_nothing(
+    cluster: Cluster, client: Client
+) -> None:
+    """KIP-320: a follower's fetch names the leader epoch it follows. One sent before the
+    controller's newer epoch (which took the follower out of the ISR, as a controlled shutdown
+    does) is answered FENCED_LEADER_EPOCH and neither records the follower's position nor puts
+    it back in the ISR; the same fetch in the current epoch does both."""
+    cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
+    cluster.kill_broker(3)  # its own fetcher must not fetch for it meanwhile
+    old_epoch = cluster.describe_partition(TOPIC, 0, broker=1).leader_epoch
+    shrunk = PartitionLeaderState(
+        topic=TOPIC,
+        partition=0,
+        controller_epoch=cluster.controller_epoch,
+        leader=1,
+        leader_epoch=old_epoch + 1,
+        isr=(1, 2),
+        replicas=(1, 2, 3),
+    )
+    rm = addresses.replica_manager(1)
+    epoch = cluster.controller_epoch
+    client.call(
+        rm,
+        LeaderAndIsr(controller_id=1, controller_epoch=epoch, partition_states=(shrunk,)),
+        WAIT_S,
+    )
+    producer = cluster.producer(acks=1)
+    for n in range(5):
+        producer.send(TOPIC, b"%d" % n, partition=0).result(WAIT_S)
+    end = cluster.describe_partition(TOPIC, 0, broker=1).log_end_offset
+
+    def fetch_as_broker_3(leader_epoch: int) -> FetchResponse:
+        part = FetchPartition(
+            topic=TOPIC, partition=0, fetch_offset=end, current_leader_epoch=leader_epoch
+        )
+        response = client.call(
+            rm, FetchRequest(replica_id=3, max_wait_ms=0, partitions=(part,)), WAIT_S
+        )
+        assert isinstance(response, FetchResponse), response
+        return response
+
+    stale = fetch_as_broker_3(old_epoch)
+    assert stale.partitions[0].error_code is ErrorCode.FENCED_LEADER_EPOCH
+    after = cluster.describe_partition(TOPIC, 0, broker=1)
+    assert after.isr == (1, 2)
+    assert dict(after.follower_log_end_offsets).get(3, -1) < end
+
+    current = fetch_as_broker_3(old_epoch + 1)
+    assert current.partitions[0].error_code is ErrorCode.NONE
+    wait_until(
+        lambda: 3 in cluster.describe_partition(TOPIC, 0, broker=1).isr,
+        message="broker 3 back in the ISR by a fetch in the current epoch",
+    )

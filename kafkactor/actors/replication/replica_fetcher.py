@@ -152,6 +152,9 @@ class ReplicaFetcherActor(TracedActor):
                         partition=s.partition,
                         fetch_offset=s.fetch_offset,
                         max_bytes=max_bytes,
+                        # KIP-320: a fetch sent before a newer epoch is fenced, and so cannot
+                        # put this replica back in an ISR the controller just took it out of
+                        current_leader_epoch=s.leader_epoch,
                     )
                     for s in states
                 ),
