@@ -22,11 +22,14 @@ from typing import Any
 
 import pytest
 
+from kafkactor.server.zookeeper import LocalZooKeeper
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = (
     "analytics_bench",
     "compaction_bench",
     "group_bench",
+    "process_bench",
     "produce_bench",
     "purgatory_bench",
     "storage_bench",
@@ -171,3 +174,40 @@ def test_wire_bench(runs: dict[str, Run]) -> None:
         assert run[startup]["error"] == "" and run[startup]["total_s"] > 0, startup
     verdicts = [row["met"] for row in document["summary"] if row["goal"]]
     assert len(verdicts) == 4 and set(verdicts) <= {"met", "not met"}
+
+
+def _still_running(pid: int, marker: str) -> bool:
+    """Whether `pid` is a live process (not a zombie) with `marker` in its command line."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        arguments = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except (OSError, IndexError):
+        return False
+    return state not in "ZXx" and marker in arguments
+
+
+@pytest.mark.timeout(WAIT_S + 10)
+def test_process_bench(runs: dict[str, Run]) -> None:
+    pytest.importorskip("confluent_kafka")  # the clients it measures (librdkafka)
+    available = LocalZooKeeper.available()
+    if not available:
+        pytest.skip(f"no ZooKeeper: {available.reason}")
+    stdout, document = runs["process_bench"].wait()
+    for title in ("processes / in-process", "Failover after SIGKILL", "Controlled shutdown"):
+        assert title in stdout, title
+    [run] = document["runs"]
+    records = document["parameters"]["records"]
+    for cluster in ("processes", "in_process"):
+        assert run[cluster]["delivered"] == records and run[cluster]["errors"] == 0, cluster
+    memory = run["memory"]
+    assert len(memory["broker_loaded_kib"]) == 3 and min(memory["broker_loaded_kib"]) > 0
+    assert memory["zookeeper_kib"] > 0 and memory["in_process_before_kib"] > 0
+    failover, shutdown = run["failover"], run["shutdown"]
+    assert failover["error"] == "" and failover["expired_ms"] > 0, failover
+    assert 0 < failover["elected_ms"] <= failover["first_ack_ms"], failover
+    assert shutdown["error"] == "" and shutdown["led"], shutdown
+    assert shutdown["moved_ms"] > 0 and shutdown["exit_ms"] > 0, shutdown
+    assert run["paced_reports"] > 0 and run["paced_failures"] == 0
+    # ZooKeeper and the brokers run detached (out of reach of `Run.stop`): none may be left
+    left = [pid for pid in run["pids"] if _still_running(pid, "process-bench-")]
+    assert not left, f"still running after the benchmark: {left}"
