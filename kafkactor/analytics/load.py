@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
-from kafkactor.trace.inputs import spark_path
 from kafkactor.analytics.schema import CORRUPT_COLUMN, EVENT_SCHEMA
+from kafkactor.trace.inputs import spark_path
 
 FILE_COLUMN = "_file"
 """The file a line came from (a path for local files, the URI for other filesystems)."""

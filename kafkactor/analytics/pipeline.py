@@ -11,13 +11,13 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from kafkactor.analytics.digest import read_digest, summary
-from kafkactor.trace.inputs import Inputs, resolve_inputs
 from kafkactor.analytics.load import LoadedLog, read_events
 from kafkactor.analytics.plots import draw_plots
 from kafkactor.analytics.progress import ProgressDisplay
 from kafkactor.analytics.report import write_report
 from kafkactor.analytics.session import spark_session
 from kafkactor.analytics.tables import EVENT_TABLES, TABLES, corrupt_lines
+from kafkactor.trace.inputs import Inputs, resolve_inputs
 
 UNCOALESCED = frozenset({"trace_hops"})
 """Tables that can be as large as the log (one row per trace), written in parallel; every

@@ -374,9 +374,13 @@ class ReplicaManagerActor(TracedActor):
                 replica = self.replicas.get(str(TopicPartition.of(part)))
                 # a fetch in an older (or not yet known) leader epoch moves nothing: it is
                 # answered FENCED_LEADER_EPOCH (UNKNOWN_LEADER_EPOCH) by the purgatory (KIP-320)
-                if replica is not None and replica.is_leader and (
-                    part.current_leader_epoch < 0
-                    or part.current_leader_epoch == replica.leader_epoch
+                if (
+                    replica is not None
+                    and replica.is_leader
+                    and (
+                        part.current_leader_epoch < 0
+                        or part.current_leader_epoch == replica.leader_epoch
+                    )
                 ):
                     self.send(
                         replica.address,
