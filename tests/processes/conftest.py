@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from kafkactor.actors.controller import zk_data
 from kafkactor.common import PartitionLeaderState
@@ -60,7 +61,11 @@ class ProcessCluster:
         return zk_data.decode_partition_state(topic, partition, data)
 
     def controller(self) -> int:
-        data, _ = self.zk.get(zk_data.CONTROLLER)
+        """The elected controller (-1 between a controller's death and the next election)."""
+        try:
+            data, _ = self.zk.get(zk_data.CONTROLLER)
+        except NoNodeError:
+            return -1
         return zk_data.decode_controller(data)
 
     def registered(self) -> list[int]:
