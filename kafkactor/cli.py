@@ -331,10 +331,22 @@ def _cmd_nemesis(args: argparse.Namespace) -> int:
     def progress(message: str) -> None:
         print(f"kafkactor nemesis: {message}", file=sys.stderr, flush=True)
 
+    run_schedule: Callable[..., ScheduleResult] = nemesis.run_schedule
     power_loss = not args.no_power_loss
+    brokers = "3 brokers"
+    if args.processes:  # broker processes on a real ZooKeeper, a librdkafka workload
+        from kafkactor.testing import process_nemesis
+
+        problem = process_nemesis.missing()
+        if problem is not None:
+            print(f"kafkactor nemesis: --processes cannot run here: {problem}", file=sys.stderr)
+            return 2
+        run_schedule = process_nemesis.run_process_schedule
+        power_loss = False  # a killed process keeps its page cache
+        brokers = "3 broker processes on ZooKeeper, no power losses"
     mode = "unsafe control (acks=1, min ISR 1, unclean election on)" if args.unsafe else "safe"
     progress(
-        f"{len(args.seeds)} schedules of ~{args.seconds:g}s, {mode}, 3 brokers, RF 3, "
+        f"{len(args.seeds)} schedules of ~{args.seconds:g}s, {mode}, {brokers}, RF 3, "
         f"session timeout {args.session_timeout_ms} ms, {args.jobs} at a time"
     )
     options = {
@@ -353,11 +365,11 @@ def _cmd_nemesis(args: argparse.Namespace) -> int:
         for seed in args.seeds:
             progress(f"seed {seed}: running")
             step_line = functools.partial(_prefixed, progress, f"seed {seed}: ")
-            report(nemesis.run_schedule(seed, args.seconds, progress=step_line, **options))
+            report(run_schedule(seed, args.seconds, progress=step_line, **options))
     else:  # each schedule in a process of its own (tracing and timing are per process)
         with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:
             running = {
-                pool.submit(nemesis.run_schedule, seed, args.seconds, **options): seed
+                pool.submit(run_schedule, seed, args.seconds, **options): seed
                 for seed in args.seeds
             }
             for done in as_completed(running):
@@ -574,7 +586,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="the control: acks=1, min ISR 1, unclean leader election on; exit 0 if loss is found",
     )
     nemesis.add_argument(
-        "--events-dir", metavar="DIR", help="write each failing schedule's event log here"
+        "--events-dir",
+        metavar="DIR",
+        help="keep each failing schedule's event log here (--processes: its cluster directory)",
     )
     nemesis.add_argument(
         "--jobs", type=_positive_int, default=1, help="schedules run at once, in subprocesses"
@@ -587,6 +601,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     nemesis.add_argument(
         "--no-power-loss", action="store_true", help="leave power losses out of the schedules"
+    )
+    nemesis.add_argument(
+        "--processes",
+        action="store_true",
+        help=(
+            "run against 3 `kafkactor broker` processes on a real ZooKeeper (Debian's package) "
+            "with librdkafka producers: SIGKILL, SIGSTOP/SIGCONT, restarts, session expiry; "
+            "no power losses; the verdict is read from the stopped brokers' data dirs"
+        ),
     )
     nemesis.set_defaults(func=_cmd_nemesis)
     return parser

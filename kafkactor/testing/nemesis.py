@@ -17,8 +17,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from kafkactor import tracing
 from kafkactor.actors.broker import BrokerConfig
@@ -27,6 +28,7 @@ from kafkactor.testing.cluster import Cluster
 from kafkactor.testing.read_back import check_after, wait_for
 from kafkactor.testing.schedule import Action, Role, Schedule, Step, generate_schedule
 from kafkactor.testing.verdict import (
+    Ack,
     ScheduleResult,
 )
 from kafkactor.testing.workload import Workload
@@ -74,16 +76,45 @@ def _pause(seconds: float) -> None:
     threading.Event().wait(max(0.0, seconds))
 
 
-# -- the workload ------------------------------------------------------------------------------
+# -- applying a schedule -----------------------------------------------------------------------
+
+
+class FaultTarget(Protocol):
+    """The cluster a `Nemesis` acts on: the in-process `Cluster`, or a cluster of broker
+    processes (`kafkactor.testing.process_nemesis.ProcessTarget`)."""
+
+    @property
+    def broker_ids(self) -> Sequence[int]: ...
+
+    def live_brokers(self) -> list[int]: ...
+
+    def leader(self, topic: str, partition: int) -> int: ...
+
+    def controller_id(self) -> int | None: ...
+
+    def replicas(self, topic: str, partition: int) -> tuple[int, ...]: ...
+
+    def kill_broker(self, broker_id: int, *, lose_unflushed: bool = False) -> None: ...
+
+    def restart_broker(self, broker_id: int) -> object: ...
+
+    def expire_session(self, broker_id: int) -> None: ...
+
+    def isolate_broker(self, broker_id: int) -> None: ...
+
+    def heal_broker(self, broker_id: int) -> None: ...
 
 
 class Nemesis:
     """Applies a schedule's steps to a live cluster: it resolves roles to brokers, binds them
-    to the step's name, and keeps a line per step (`applied`) and per oddity (`notes`)."""
+    to the step's name, and keeps a line per step (`applied`) and per oddity (`notes`).
+
+    The health check (`_partition_healthy`) is the in-process `Cluster`'s; a subclass for
+    another kind of `FaultTarget` overrides it."""
 
     def __init__(
         self,
-        cluster: Cluster,
+        cluster: FaultTarget,
         topic: str,
         partitions: int,
         *,
@@ -220,6 +251,8 @@ class Nemesis:
         alive, follows that leader in its epoch, and holds at least what the leader held when
         this wait first saw it (so a restarted replica has fetched again)."""
         cluster, topic = self.cluster, self.topic
+        if not isinstance(cluster, Cluster):
+            raise NotImplementedError("a Nemesis on another FaultTarget checks health itself")
         leader = cluster.leader(topic, partition)
         live = cluster.live_brokers()
         if leader not in live:
@@ -358,20 +391,33 @@ def _run(
             healthy_timeout_s=RECOVERY_SESSIONS * session_s,
             progress=progress,
         )
-        try:
-            nemesis.run(schedule.steps)  # ends with HEAL_ALL
-            healed = nemesis.await_healthy()
-            if healed is not None:  # counted from the start of HEAL_ALL: restarts included
-                result.recovery_s = healed + nemesis.heal_all_s
-            result.liveness_ok = healed is not None
-            if not result.liveness_ok:
-                nemesis.notes.append(
-                    f"no live leader and full ISR for every partition within "
-                    f"{RECOVERY_SESSIONS} session timeouts of healing"
-                )
-        finally:
-            acked, failed, result.unanswered = workload.stop()
-            result.applied, result.notes = nemesis.applied, result.notes + nemesis.notes
-        result.acked, result.failed = len(acked), len(failed)
-        result.failed_codes = dict(Counter(failed.values()).most_common())
+        acked = apply_schedule(nemesis, schedule, result, workload.stop)
         check_after(cluster, TOPIC, schedule.partitions, acked, result, settle_s=3 * session_s)
+
+
+def apply_schedule(
+    nemesis: Nemesis,
+    schedule: Schedule,
+    result: ScheduleResult,
+    stop_workload: Callable[[], tuple[list[Ack], dict[bytes, str], int]],
+) -> list[Ack]:
+    """Run the schedule's steps (they end with HEAL_ALL), measure the recovery, then stop the
+    workload (`stop_workload`: acknowledged, failed value -> error, unanswered) and fill
+    `result` with what happened; returns the acknowledged records."""
+    try:
+        nemesis.run(schedule.steps)  # ends with HEAL_ALL
+        healed = nemesis.await_healthy()
+        if healed is not None:  # counted from the start of HEAL_ALL: restarts included
+            result.recovery_s = healed + nemesis.heal_all_s
+        result.liveness_ok = healed is not None
+        if not result.liveness_ok:
+            nemesis.notes.append(
+                f"no live leader and full ISR for every partition within "
+                f"{RECOVERY_SESSIONS} session timeouts of healing"
+            )
+    finally:
+        acked, failed, result.unanswered = stop_workload()
+        result.applied, result.notes = nemesis.applied, result.notes + nemesis.notes
+    result.acked, result.failed = len(acked), len(failed)
+    result.failed_codes = dict(Counter(failed.values()).most_common())
+    return acked
