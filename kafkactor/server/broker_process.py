@@ -190,7 +190,7 @@ def main(config_path: str) -> int:
         flush=True,
     )
     while not stopping.wait(1.0):
-        pass
+        tracing.flush()  # the event log is at most a second behind, for `kafkactor trace`
     print(f"kafkactor broker {config.broker_id}: stopping", flush=True)
     moved = process.stop(controlled=True)
     print(

@@ -252,7 +252,7 @@ def test_a_paused_broker_falls_out_of_the_isr_and_rejoins_when_continued(
 
 
 def test_one_produce_is_one_trace_across_the_broker_processes(
-    process_cluster: ProcessCluster,
+    process_cluster: ProcessCluster, topic: str
 ) -> None:
     """A follower's fetch starts in its broker's process and is served in the leader's: the
     trace context in the request header joins them, so `kafkactor trace` over every broker's
@@ -262,15 +262,32 @@ def test_one_produce_is_one_trace_across_the_broker_processes(
     def brokers_of(actors: list[str]) -> set[str]:
         return {a.split("/")[1] for a in actors if a.startswith("broker/")}
 
-    def joined() -> bool:
-        lines = [
-            line for path in process_cluster.event_logs() for line in path.read_bytes().splitlines()
-        ]
-        return any(
-            len(brokers_of(t.actors)) >= 2 and t.orphans == 0
-            for t in trace.build_traces(trace.iter_events(lines))
-        )
+    def trace_id(line: bytes) -> bytes:
+        start = line.find(b'"trace_id":"') + len(b'"trace_id":"')
+        return line[start : line.find(b'"', start)] if start >= len(b'"trace_id":"') else b""
 
+    def joined() -> bool:
+        """A follower fetch whose trace id is in two brokers' logs, and whose spans there form
+        one tree (the leader's spans hang under the follower's send: no orphans)."""
+        logs = [path.read_bytes().splitlines() for path in process_cluster.event_logs()]
+        for own in logs:
+            sent = {  # the last follower fetches this broker sent
+                trace_id(line)
+                for line in own[-20_000:]
+                if b"msg.send" in line and b"FetchRequest" in line and b"/fetcher/" in line
+            }
+            for other in logs:
+                served = [line for line in other if other is not own and trace_id(line) in sent]
+                ids = {trace_id(line) for line in served}
+                mine = [line for line in own if trace_id(line) in ids]
+                if any(
+                    t.orphans == 0 and len(brokers_of(t.actors)) >= 2
+                    for t in trace.build_traces(trace.iter_events(mine + served))
+                ):
+                    return True
+        return False
+
+    _create(process_cluster, topic)  # its followers fetch from its leaders
     wait_until(joined, timeout_s=20, message="a trace with events of two broker processes")
 
 
