@@ -9,6 +9,7 @@ expired at once.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -150,6 +151,7 @@ class SplitCluster:
                 broker.network.close()
         self.zk.stop()
         self.zk.close()
+        shutil.rmtree(self.data_dir, ignore_errors=True)
 
 
 @contextmanager
