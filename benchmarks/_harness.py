@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from kafkactor import tracing
+from kafkactor import build_info, tracing
 
 DEFAULT_SEED = 20_240_611
 RESULTS = Path(__file__).resolve().parent / "results"  # gitignored
@@ -167,10 +167,10 @@ def gc_paused() -> Iterator[None]:
 
 
 def header(*lines: str) -> None:
-    """The interpreter and machine, then the benchmark's own parameter lines."""
+    """The interpreter, machine and kafkactor build, then the benchmark's own parameter lines."""
     print(
         f"Python {platform.python_version()} ({platform.python_implementation()}) on "
-        f"{platform.platform()}, {os.cpu_count()} CPUs"
+        f"{platform.platform()}, {os.cpu_count()} CPUs; kafkactor {build_info.describe()}"
     )
     for line in lines:
         print(line)
@@ -221,6 +221,7 @@ def finish(args: argparse.Namespace, started: float, results: dict[str, Any]) ->
         "python": sys.version,
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
+        "build": build_info.describe(),
         "parameters": {key: value for key, value in vars(args).items() if key != "json"},
         **results,
         "wall_time_s": wall_s,

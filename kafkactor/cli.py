@@ -16,7 +16,9 @@ from kafkactor import __version__
 
 
 def _cmd_version(_args: argparse.Namespace) -> int:
-    print(f"kafkactor {__version__}")
+    from kafkactor.build_info import describe
+
+    print(f"kafkactor {__version__} ({describe()}, Python {sys.version.split()[0]})")
     return 0
 
 
@@ -452,7 +454,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"kafkactor {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    version = commands.add_parser("version", help="print the version")
+    version = commands.add_parser(
+        "version", help="print the version and the build: pure Python or compiled (mypyc)"
+    )
     version.set_defaults(func=_cmd_version)
 
     demo = commands.add_parser(

@@ -73,6 +73,15 @@ def test_version(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(60)
+def test_the_version_command_names_the_build(tmp_path: Path) -> None:
+    done = run("version", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    # the suite runs the source tree: the pure build (the compiled one is tested by ./dev test
+    # through tests/test_compiled_build.py)
+    assert done.stdout.startswith(f"kafkactor {__version__} (pure build, Python 3."), done.stdout
+
+
+@pytest.mark.timeout(60)
 def test_an_unknown_command_is_refused_with_usage(tmp_path: Path) -> None:
     done = run("no-such-command", cwd=tmp_path)
     assert done.returncode == 2

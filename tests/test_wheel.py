@@ -30,8 +30,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-# What the build reads: the metadata (README.md is the long description) and the package.
-BUILD_INPUTS = ("setup.cfg", "pyproject.toml", "README.md")
+# What the build reads: the metadata (README.md is the long description), setup.py and the
+# build backend (build_backend/, named by pyproject.toml), and the package.
+BUILD_INPUTS = ("setup.cfg", "pyproject.toml", "README.md", "setup.py")
 DATA_FILES = (
     "kafkactor/events.schema.json",
     "kafkactor/py.typed",
@@ -86,6 +87,11 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     source.mkdir()
     for name in BUILD_INPUTS:
         shutil.copy2(REPO / name, source / name)
+    shutil.copytree(
+        REPO / "build_backend",
+        source / "build_backend",
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+    )
     shutil.copytree(
         REPO / "kafkactor",
         source / "kafkactor",

@@ -11,7 +11,11 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 
+from mypy_extensions import mypyc_attr
 
+
+# compiled by mypyc in the compiled build (kafkactor.build_info): tasks are subclassed in Python
+@mypyc_attr(allow_interpreted_subclasses=True)
 class TimerTask:
     """Kafka's `TimerTask`: work to run once `delay_ms` after it is added to a timer.
 

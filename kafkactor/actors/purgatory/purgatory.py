@@ -7,6 +7,8 @@ import itertools
 import threading
 from collections.abc import Callable, Hashable, Iterable
 
+from mypy_extensions import mypyc_attr
+
 from kafkactor import tracing
 from kafkactor.actors.runtime import TraceContext
 from kafkactor.timer import Timer, TimerTask
@@ -15,6 +17,8 @@ _ids = itertools.count(1)
 _log = tracing.get_logger("kafkactor.purgatory")
 
 
+# compiled by mypyc in the compiled build (kafkactor.build_info): every operation is a subclass
+@mypyc_attr(allow_interpreted_subclasses=True)
 class DelayedOperation(TimerTask):
     """Kafka's `DelayedOperation`: work that completes when a condition holds or its timeout
     passes, whichever comes first, and exactly once.
