@@ -43,10 +43,15 @@ def _pure(reason: str) -> list[Any]:
     return []
 
 
+# the commands that only describe the package (pip's metadata step, an sdist): nothing to compile
+DESCRIBING = frozenset({"egg_info", "dist_info", "sdist", "--name", "--version"})
+
+
 def ext_modules() -> list[Any]:
-    if os.environ.get(FLAG, "") != "1":
+    if os.environ.get(FLAG, "") != "1" or DESCRIBING.intersection(sys.argv[1:]):
         return []
-    compiler = shlex.split(sysconfig.get_config_var("CC") or "cc")[:1]
+    # the compiler setuptools would run: $CC, else the one Python was built with
+    compiler = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")[:1]
     if not compiler or shutil.which(compiler[0]) is None:
         return _pure(f"no C compiler ({' '.join(compiler) or 'CC unset'})")
     try:

@@ -65,6 +65,7 @@ def _run(command: list[str], *, cwd: Path, env: dict[str, str] | None = None) ->
 def _clean_env() -> dict[str, str]:
     """This process's environment without what would put the checkout on the new venv's path."""
     drop = {"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV", "PYTHONSAFEPATH"}
+    drop.add("KAFKACTOR_MYPYC")  # the wheel tested here is the pure build
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     return env
@@ -248,3 +249,26 @@ def test_the_installed_command_runs_a_short_demo(installed: Installed) -> None:
     )
     assert "acks=all records acked" in out
     assert events.stat().st_size > 0
+
+
+@pytest.mark.timeout(BUILD_S)
+def test_the_compiled_build_without_a_c_compiler_is_the_pure_one(
+    installed: Installed, tmp_path: Path
+) -> None:
+    env = _clean_env() | {"KAFKACTOR_MYPYC": "1", "CC": str(tmp_path / "no-such-cc")}
+    command = [sys.executable, "-m", "pip", "wheel", "--verbose", "--no-deps"]
+    command += ["--no-build-isolation", "--no-index", "--wheel-dir", str(tmp_path / "dist")]
+    done = subprocess.run(
+        [*command, str(installed.source)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=BUILD_S,
+        check=False,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-4000:]
+    (wheel,) = (tmp_path / "dist").glob("kafkactor-*.whl")
+    assert wheel.name.endswith("-py3-none-any.whl"), wheel.name  # no extension module in it
+    assert "KAFKACTOR_MYPYC=1 but no C compiler" in output, output[-4000:]
