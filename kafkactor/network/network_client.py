@@ -180,6 +180,11 @@ class NetworkClient:
             self._connections[key] = connection
         connection.enqueue(address, request, call, envelope)
 
+    def _forget(self, connection: _Connection) -> None:
+        key = (connection.peer, connection.owner)
+        if self._connections.get(key) is connection:
+            del self._connections[key]
+
     # -- answers -------------------------------------------------------------------------------
 
     def _deliver(self, pending: _Pending, response: Response) -> None:
@@ -244,6 +249,19 @@ class _Connection:
         self.last_failure = ""  # why the last connect failed ("" after a success)
         self._ids = 0
         self.task = self.loop.create_task(self._run())
+        self.task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        """A connection whose loop failed (a defect) must not hold its requests forever: they
+        are answered, and the next request to this peer opens a fresh connection."""
+        if task.cancelled() or self.closing:
+            return
+        error = task.exception()
+        reason = f"connection loop failed: {type(error).__name__}: {error}"
+        self.closing = True
+        self._fail_all(ErrorCode.NETWORK_EXCEPTION, reason)
+        self.client._forget(self)
+        self._log("network.client_disconnected", reason=reason)
 
     def enqueue(self, address: str, request: Request, call: WireCall, envelope: Envelope) -> None:
         if len(self.queued) + len(self.in_flight) >= self.config.max_queued:
@@ -317,12 +335,22 @@ class _Connection:
         return self.closing
 
     async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        # a ZooKeeper read: off the loop, so other connections keep going meanwhile
-        found = await self.loop.run_in_executor(None, self.client.endpoint, self.peer)
+        timeout_s = self.config.request_timeout_ms / 1000
+        # A ZooKeeper read, off the loop so other connections keep going meanwhile. It fails as
+        # a ZooKeeper client can (an expired session, a lost connection) or blocks until that
+        # client reconnects: either is a failed connect, retried with backoff.
+        lookup = self.loop.run_in_executor(None, self.client.endpoint, self.peer)
+        try:
+            found = await asyncio.wait_for(lookup, timeout_s)
+        except TimeoutError:
+            raise TimeoutError(f"broker {self.peer}'s registration not read in time") from None
+        except Exception as error:
+            raise LookupError(
+                f"broker {self.peer}'s registration not read: {type(error).__name__}: {error}"
+            ) from error
         if found is None:
             raise LookupError(f"broker {self.peer} is not registered")
         host, port = found
-        timeout_s = self.config.request_timeout_ms / 1000
         return await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> str:

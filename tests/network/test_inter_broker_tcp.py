@@ -4,15 +4,19 @@ OffsetForLeaderEpoch crosses the wire in Kafka's formats (`split_cluster`)."""
 
 from __future__ import annotations
 
+import itertools
 import socket
 import struct
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pytest
+from kazoo.exceptions import SessionExpiredError
 
 from kafkactor.actors.runtime import Client, Directory, addresses
+from kafkactor.clients import ClientError, Producer
 from kafkactor.common import TopicPartition
 from kafkactor.messages import ErrorCode
 from kafkactor.messages.replication import FetchPartition, FetchRequest, MetadataRequest
@@ -53,10 +57,20 @@ def _values(cluster: SplitCluster, broker: int, tp: TopicPartition) -> list[byte
     return [r.value or b"" for batch in iter_batches(data) for r in batch.records()]
 
 
+def _knows_topic(producer: Producer) -> bool:
+    try:
+        producer.metadata.partitions(TOPIC)
+    except ClientError:
+        return False
+    return True
+
+
 def _send_all(cluster: SplitCluster, leader: int, values: list[bytes], partition: int) -> None:
     # retries: CreateTopics returns once ZooKeeper names the leaders, maybe before they act
     producer = cluster.producer(leader, acks=-1, timeout_ms=5_000, retries=20, retry_backoff_ms=50)
     try:
+        # and the leader learns of the topic from the controller's UpdateMetadata a moment later
+        wait_until(lambda: _knows_topic(producer), message=f"broker {leader} knows {TOPIC}")
         for future in [producer.send(TOPIC, v, partition=partition) for v in values]:
             future.result(10)
     finally:
@@ -258,16 +272,20 @@ def test_controlled_shutdown_with_a_stale_broker_epoch_is_refused_by_the_control
 
 @contextmanager
 def lone_client(
-    timeout_ms: int, *, peer: socket.socket | None = None
+    timeout_ms: int,
+    *,
+    peer: socket.socket | None = None,
+    endpoint: Callable[[int], tuple[str, int] | None] | None = None,
 ) -> Iterator[tuple[NetworkClient, Client]]:
     """A network client of broker 1 on a Directory of its own, with a Client there; broker 9
-    is `peer` (a listening socket standing for it) or, without one, is not registered."""
+    is `peer` (a listening socket standing for it) or, without one, is not registered; or
+    `endpoint` looks brokers up."""
     directory = Directory()
     port = peer.getsockname()[1] if peer is not None else None
     network = NetworkClient(
         1,
         directory,
-        lambda _: ("127.0.0.1", port) if port is not None else None,
+        endpoint or (lambda _: ("127.0.0.1", port) if port is not None else None),
         config=NetworkClientConfig(request_timeout_ms=timeout_ms),
     ).start()
     directory.remote = network.remote
@@ -303,6 +321,44 @@ def test_a_request_to_an_unregistered_broker_is_answered_after_the_request_timeo
     with lone_client(300) as (_, asker):
         answer = asker.request(addresses.replica_manager(9), _fetch()).result(5)
         assert answer.error_code == ErrorCode.REQUEST_TIMED_OUT
+
+
+def test_a_registration_read_that_fails_is_a_failed_connect_and_is_retried() -> None:
+    """A broker whose ZooKeeper session expired (SIGSTOP, a long GC) reads its peers'
+    registrations with an expired client for a while: the reads raise, the connect is retried
+    with backoff, and the connection is made once they work (it once stopped for good)."""
+    peer = _listening()
+    port = peer.getsockname()[1]
+    reads = itertools.count()
+
+    def endpoint(_broker: int) -> tuple[str, int]:
+        if next(reads) < 2:
+            raise SessionExpiredError()
+        return "127.0.0.1", port
+
+    with lone_client(5_000, peer=peer, endpoint=endpoint) as (_, asker):
+        future = asker.request(addresses.replica_manager(9), _fetch())
+        peer.settimeout(5)
+        accepted, _ = peer.accept()  # connected after two failed reads
+        accepted.recv(4)
+        accepted.close()
+        assert future.result(5).error_code == ErrorCode.NETWORK_EXCEPTION
+        assert next(reads) >= 3
+
+
+def test_a_registration_read_that_never_returns_is_answered_request_timed_out() -> None:
+    blocked = threading.Event()
+
+    def endpoint(_broker: int) -> tuple[str, int] | None:
+        blocked.wait(10)  # a ZooKeeper client that waits for its reconnection
+        return None
+
+    try:
+        with lone_client(300, endpoint=endpoint) as (_, asker):
+            answer = asker.request(addresses.replica_manager(9), _fetch()).result(5)
+            assert answer.error_code == ErrorCode.REQUEST_TIMED_OUT
+    finally:
+        blocked.set()
 
 
 def test_a_peer_that_closes_the_connection_fails_what_was_in_flight() -> None:
