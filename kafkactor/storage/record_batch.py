@@ -158,7 +158,22 @@ class RecordBatch:
     _header: tuple[int, ...]
     _position: int
 
-    def __init__(self, data: BytesLike, *, verify_crc: bool = True, deep: bool = False) -> None:
+    def __init__(
+        self,
+        data: BytesLike,
+        *,
+        verify_crc: bool = True,
+        deep: bool = False,
+        _found_at: int = -1,
+    ) -> None:
+        if _found_at >= 0:  # from `_at`: exactly the bytes of a batch, its size checked
+            self._init(
+                data if isinstance(data, memoryview) else _as_byte_view(data),
+                _found_at,
+                verify_crc,
+                deep,
+            )
+            return
         view = _as_byte_view(data)
         size = batch_size_at(view, 0)
         if size is None or size > len(view):
@@ -172,9 +187,8 @@ class RecordBatch:
     @classmethod
     def _at(cls, view: memoryview, position: int, verify_crc: bool, deep: bool) -> RecordBatch:
         """A batch over ``view`` (exactly its bytes, size already checked) found at ``position``."""
-        batch = cls.__new__(cls)
-        batch._init(view, position, verify_crc, deep)
-        return batch
+        # (through the constructor, not cls.__new__: mypyc compiles this module)
+        return cls(view, verify_crc=verify_crc, deep=deep, _found_at=position)
 
     def _init(self, view: memoryview, position: int, verify_crc: bool, deep: bool) -> None:
         header = _HEADER.unpack_from(view)
