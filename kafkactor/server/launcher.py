@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException
+from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from kafkactor.actors.controller import zk_data
@@ -47,6 +47,7 @@ from kafkactor.server.cluster_status import (
     own_zookeeper,
     status,
 )
+from kafkactor.server.metadata_probe import cluster_view
 from kafkactor.server.zookeeper import LocalZooKeeper, LocalZooKeeperError, quiet_kazoo_client
 
 __all__ = [
@@ -337,9 +338,16 @@ def _wait_serving(
     stale: Mapping[int, int | None],
     deadline: float,
 ) -> None:
-    """Until each broker of `stale` serves (its registration is not the stale one it had)."""
+    """Until each broker of `stale` serves: its registration is not the stale one it had, it
+    accepts connections, and its metadata names every registered broker and a controller
+    among them (`metadata_probe`: before the controller's first UpdateMetadata, a broker tells
+    clients of no broker and no controller)."""
     pending = set(stale)
     while True:
+        try:
+            registered_now = {int(b) for b in client.get_children(zk_data.BROKER_IDS)}
+        except NoNodeError:  # before the first broker registers
+            registered_now = set()
         for broker_id in sorted(pending):
             record = state.brokers[broker_id]
             assert record.pid is not None
@@ -354,14 +362,18 @@ def _wait_serving(
             stat = client.exists(zk_data.broker_path(broker_id))
             registered = stat is not None and stat.czxid != stale[broker_id]
             listening = registered and processes.accepts(HOST, record.port, 0.2)
-            if registered and listening:
+            view = cluster_view(HOST, record.port, 0.5) if listening else None
+            informed = view is not None and view.knows(registered_now)
+            if informed:
                 pending.discard(broker_id)
             elif time.monotonic() >= deadline:
                 raise ClusterError(
                     f"broker {broker_id} (pid {record.pid}) did not serve in time"
                     f" (registered in ZooKeeper: {'yes' if registered else 'no'}; accepting"
-                    f" on {HOST}:{record.port}: {'yes' if listening else 'no'});"
-                    f" the end of {output}:\n{processes.log_tail(output)}"
+                    f" on {HOST}:{record.port}: {'yes' if listening else 'no'}; its metadata:"
+                    f" {view if view is not None else 'none'}, registered:"
+                    f" {sorted(registered_now)}); the end of {output}:\n"
+                    f"{processes.log_tail(output)}"
                 )
         if not pending:
             return

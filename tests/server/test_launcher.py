@@ -1,7 +1,8 @@
 """`kafkactor cluster`: the launcher end to end, with a stub broker instead of `kafkactor broker`.
 
 The stub (STUB below) reads its properties file, listens on its port, registers
-`/brokers/ids/<id>` as an ephemeral znode, and exits cleanly on SIGTERM, closing its session.
+`/brokers/ids/<id>` as an ephemeral znode, answers a Metadata request (the launcher's probe)
+with the registered brokers and a controller, and exits cleanly on SIGTERM, closing its session.
 Most tests share one ZooKeeper per module (each cluster under a chroot of its own); one test
 runs the directory's own, detached ZooKeeper. Every process a test starts is stopped in its
 fixture's teardown, also when the test fails.
@@ -45,6 +46,10 @@ import json, signal, socket, sys, time
 import javaproperties
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError
+from kafkactor.network.codec import build, decode_request, encode_response, nested, response_type
+
+METADATA = response_type(3, 1)
+BROKER = nested(METADATA, "MetadataResponseBroker")
 
 with open(sys.argv[-1], encoding="utf-8") as file:
     props = javaproperties.load(file)
@@ -82,12 +87,33 @@ try:
             time.sleep(0.05)
     print(f"stub broker {broker_id}: serving on {host}:{port}", flush=True)
     listener.settimeout(0.05)  # SIGTERM may reach another thread: the main one must look up
+    uninformed = int(props.get("stub.uninformed.probes", "0"))
     while True:
         try:
             connection, _ = listener.accept()
-            connection.close()
         except TimeoutError:
-            pass
+            continue
+        with connection:  # a Metadata request (the launcher's probe): registered brokers
+            connection.settimeout(1)
+            try:
+                size = connection.recv(4)
+                frame = connection.recv(int.from_bytes(size, "big")) if len(size) == 4 else b""
+            except OSError:
+                frame = b""
+            if frame:
+                header, _ = decode_request(frame)
+                ids = sorted(int(b) for b in zk.get_children("/brokers/ids"))
+                if uninformed > 0:  # as a broker before the controller's first UpdateMetadata
+                    uninformed -= 1
+                    ids = []
+                    print(f"stub broker {broker_id}: metadata of no broker", flush=True)
+                body = build(
+                    METADATA,
+                    brokers=tuple(BROKER(node_id=i, host=host, port=0, rack=None) for i in ids),
+                    controller_id=ids[0] if ids else -1,
+                    topics=(),
+                )
+                connection.sendall(encode_response(3, 1, header.correlation_id, body))
 finally:
     zk.stop()
     zk.close()
@@ -286,6 +312,17 @@ def test_up_status_down_with_the_directorys_own_zookeeper(tmp_path: Path, stub: 
         assert launcher.down(root)[-1].action == "stopped (SIGTERM)"
     finally:
         clean_up(root)
+
+
+@needs_zookeeper
+def test_up_waits_until_each_broker_tells_clients_of_the_whole_cluster(harness: Harness) -> None:
+    """A broker registered and listening, but not yet told of the cluster by the controller,
+    answers a Metadata request with no broker and no controller; `up` does not count it as
+    serving yet (a client asking it then waited 30 s for a controller)."""
+    harness.up(settings={"stub.uninformed.probes": "3"})
+    for broker_id in (1, 2, 3):
+        log = ClusterLayout.of(harness.root).stdout_log(broker_id).read_text()
+        assert log.count(f"stub broker {broker_id}: metadata of no broker") == 3, log
 
 
 @needs_zookeeper
