@@ -7,6 +7,7 @@ The damaged, split and empty logs are made from the recorded run's log; each is 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections import Counter
@@ -43,74 +44,51 @@ def clean_counts(recorded_run: RecordedRun) -> Counter[str]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_a_damaged_log_analyses_and_sets_the_damaged_lines_aside(
+def test_a_damaged_log_in_several_files_analyses_and_sets_the_damaged_lines_aside(
     spark: Any, recorded_run: RecordedRun, clean_counts: Counter[str], tmp_path: Path
 ) -> None:
+    """One analysis (Spark's runs are what costs) of the recorded log, damaged and cut in three
+    files: two in a directory given as such, one matched by a glob; other files beside them
+    are not event logs and are not read. A fourth input is a file whose path looks like a glob
+    (`logs [old]/events[1].jsonl`), read as that file."""
     lines = recorded_run.path.read_bytes().splitlines(keepends=True)
-    damaged = tmp_path / "damaged.jsonl"
-    damaged.write_bytes(
-        b"".join([*lines[:10], NOT_JSON, *lines[10:], *UNUSUAL, GARBAGE, TRUNCATED])
+    third = len(lines) // 3
+    directory, other, odd = tmp_path / "logs", tmp_path / "more", tmp_path / "logs [old]"
+    for folder in (directory, other, odd):
+        folder.mkdir()
+    (directory / "part-1.jsonl").write_bytes(b"".join([*lines[:10], NOT_JSON, *lines[10:third]]))
+    (directory / "part-2.log").write_bytes(b"".join(lines[third : 2 * third]))
+    (directory / "notes.txt").write_text("not an event log\n")
+    (other / "part-3.jsonl").write_bytes(
+        b"".join([*lines[2 * third :], *UNUSUAL, GARBAGE, TRUNCATED])  # torn: its last line
     )
+    (other / "part-3.txt").write_text("not matched by the glob\n")
+    bracketed = odd / "events[1].jsonl"
+    bracketed.write_bytes(b"".join(lines[:100]))
 
-    result = analyze(damaged, tmp_path / "out", spark=spark, plots=False)
+    result = analyze(
+        [directory, str(other / "part-*.jsonl"), bracketed],
+        tmp_path / "out",
+        spark=spark,
+        plots=False,
+    )
 
     assert result.corrupt_lines == 3
-    assert result.events == len(lines) + len(UNUSUAL) == clean_counts.total() + len(UNUSUAL)
-    assert event_counts(spark, result) == clean_counts + Counter(
-        {"future.event": 1, "broker.registered": 1}
-    )
+    extra = Counter({"future.event": 1, "broker.registered": 1})
+    assert result.events == len(lines) + len(UNUSUAL) + 100
+    assert result.events == clean_counts.total() + extra.total() + 100
+    first_100 = counts(json.loads(line) for line in lines[:100])
+    assert event_counts(spark, result) == clean_counts + extra + first_100
     rows = spark.read.parquet(str(result.tables["corrupt_lines"])).collect()
-    assert len(rows) == 3
-    assert all(Path(row["file"]).name == damaged.name for row in rows)
+    where = {row["line"][:20]: Path(row["file"]).name for row in rows}
+    assert len(rows) == 3, where
+    assert sorted(where.values()) == ["part-1.jsonl", "part-3.jsonl", "part-3.jsonl"], where
     kept = sorted(row["line"] for row in rows)
     assert any("garbage" in line for line in kept), kept
     assert any(line.startswith("this is not JSON") for line in kept), kept
     assert any(line.startswith('{"event": "msg.se') for line in kept), kept
     stated = [line for line in result.report.read_text().splitlines() if "corrupt" in line.lower()]
     assert any("3" in line for line in stated), stated  # the report states the count
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(300)
-def test_directories_and_globs_read_every_file_they_name(
-    spark: Any, recorded_run: RecordedRun, clean_counts: Counter[str], tmp_path: Path
-) -> None:
-    """The recorded log cut in three files: two in a directory given as such, one matched by a
-    glob; other files beside them are not event logs and are not read."""
-    lines = recorded_run.path.read_bytes().splitlines(keepends=True)
-    third = len(lines) // 3
-    directory, other = tmp_path / "logs", tmp_path / "more"
-    directory.mkdir()
-    other.mkdir()
-    (directory / "part-1.jsonl").write_bytes(b"".join(lines[:third]))
-    (directory / "part-2.log").write_bytes(b"".join(lines[third : 2 * third]))
-    (directory / "notes.txt").write_text("not an event log\n")
-    (other / "part-3.jsonl").write_bytes(b"".join(lines[2 * third :]))
-    (other / "part-3.txt").write_text("not matched by the glob\n")
-
-    result = analyze(
-        [directory, str(other / "part-*.jsonl")], tmp_path / "out", spark=spark, plots=False
-    )
-
-    assert result.events == clean_counts.total()
-    assert result.corrupt_lines == 0
-    assert event_counts(spark, result) == clean_counts
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(300)
-def test_a_file_whose_path_looks_like_a_glob_is_read_as_that_file(
-    spark: Any, recorded_run: RecordedRun, tmp_path: Path
-) -> None:
-    directory = tmp_path / "logs [old]"
-    directory.mkdir()
-    log = directory / "events[1].jsonl"
-    lines = recorded_run.path.read_bytes().splitlines(keepends=True)[:100]
-    log.write_bytes(b"".join(lines))
-
-    result = analyze(log, tmp_path / "out", spark=spark, plots=False)
-
-    assert (result.events, result.corrupt_lines) == (100, 0)
 
 
 @pytest.mark.slow
