@@ -219,6 +219,7 @@ class Window:
     """One closed-loop window: completions inside it, latencies of the requests sent in it."""
 
     completed: int
+    answered: int  # every answer, in the window or not (a loaded machine may fit none in it)
     rate: float
     p50_ms: float
     p99_ms: float
@@ -266,6 +267,7 @@ def closed_loop(
     latencies = [(d - s) / 1e6 for s, d in done if window_start <= s <= end]
     return Window(
         completed,
+        len(done),
         completed / duration_s,
         h.percentile(latencies, 50),
         h.percentile(latencies, 99),

@@ -93,6 +93,7 @@ class CommitResult:
     commit_p50_ms: h.Spread
     commit_p99_ms: h.Spread
     produce_p50_ms: h.Spread
+    answered: int  # the fewer of commits and produces answered, in their windows or not
     errors: int
     first_error: str
 
@@ -143,6 +144,7 @@ def run_commits(cluster: Cluster, args: argparse.Namespace) -> tuple[list[Commit
                     h.Spread.of(w.p50_ms for w in commits),
                     h.Spread.of(w.p99_ms for w in commits),
                     h.Spread.of(w.p50_ms for w in produces),
+                    min(sum(w.answered for w in commits), sum(w.answered for w in produces)),
                     sum(w.errors for w in commits + produces),
                     failed[0] if failed else "",
                 )

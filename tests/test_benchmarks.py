@@ -119,7 +119,8 @@ def test_group_bench(runs: dict[str, Run]) -> None:
         assert title in stdout, title
     commits = document["commits"]
     assert [c["in_flight"] for c in commits] == document["parameters"]["in_flight"]
-    assert all(c["errors"] == 0 and c["commits_per_s"]["median"] > 0 for c in commits)
+    # a smoke window is 0.1 s: on a loaded machine it may see no answer, the run must see some
+    assert all(c["errors"] == 0 and c["answered"] > 0 for c in commits)
     assert document["commit_batch_bytes"] > 0
     rebalances, [failover] = document["rebalances"], document["failovers"]
     assert [r["case"] for r in rebalances] == ["leave", "crash"]
