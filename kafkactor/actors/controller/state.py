@@ -160,9 +160,22 @@ class ControllerState:
         return change
 
     def reconsider(self, key: TopicPartition) -> LeadershipChange | None:
-        """Decide again for one partition (after its znode changed under us)."""
+        """Decide again for one partition (after its znode changed under us): dead brokers
+        leave it, and so do brokers in a controlled shutdown (a shutdown decision whose write
+        met a leader's ISR change is made again, not dropped)."""
         state = self.partitions[key]
         change = self._reconsider(state, set(state.isr) - self.live_brokers)
+        decided = change.after if change is not None else state
+        without = self._without_shutting_down(decided)
+        if without is not None:
+            going = sorted(self.shutting_down & {decided.leader, *decided.isr})
+            reason = f"controlled shutdown of brokers {going}"
+            if change is not None:
+                reason = f"{change.reason}; {reason}"
+                without = replace(without, leader_epoch=decided.leader_epoch)  # one bump
+            change = LeadershipChange(
+                state, without, reason, unclean=bool(change and change.unclean)
+            )
         if change is not None:
             self.partitions[key] = change.after
         return change
@@ -214,21 +227,9 @@ class ControllerState:
         stop: list[TopicPartition] = []
         for key in sorted(self.partitions):
             state = self.partitions[key]
-            if broker not in state.replicas or len(state.replicas) < 2:
+            if broker not in state.replicas:
                 continue
-            after = None
-            if state.leader == broker:
-                leaders = [
-                    r for r in state.isr if r in self.live_brokers and r not in self.shutting_down
-                ]
-                if leaders:
-                    isr = tuple(r for r in state.isr if r not in self.shutting_down)
-                    after = replace(
-                        state, leader=leaders[0], isr=isr, leader_epoch=state.leader_epoch + 1
-                    )
-            elif broker in state.isr and state.leader in self.live_brokers:
-                isr = tuple(r for r in state.isr if r != broker)
-                after = replace(state, isr=isr, leader_epoch=state.leader_epoch + 1)
+            after = self._without_shutting_down(state)
             if after is not None:
                 self.partitions[key] = after
                 changes.append(
@@ -237,6 +238,26 @@ class ControllerState:
             if self.partitions[key].leader != broker:
                 stop.append(key)
         return ShutdownDecision(changes=changes, stop=stop, remaining=self.led_by(broker))
+
+    def _without_shutting_down(self, state: PartitionLeaderState) -> PartitionLeaderState | None:
+        """`state` with the brokers in a controlled shutdown out of it, in the next leader
+        epoch: a leadership of theirs moves to the first other live ISR member, with them out
+        of the new ISR (with no such member nothing changes: the leader asks again later); a
+        partition led by another broker loses them from its ISR. None when nothing changes (a
+        partition with a single replica, or an offline one, is left alone)."""
+        if len(state.replicas) < 2 or state.leader not in self.live_brokers:
+            return None
+        going = self.shutting_down
+        if state.leader in going:
+            leaders = [r for r in state.isr if r in self.live_brokers and r not in going]
+            if not leaders:
+                return None
+            isr = tuple(r for r in state.isr if r not in going)
+            return replace(state, leader=leaders[0], isr=isr, leader_epoch=state.leader_epoch + 1)
+        isr = tuple(r for r in state.isr if r not in going)
+        if isr == state.isr:
+            return None
+        return replace(state, isr=isr, leader_epoch=state.leader_epoch + 1)
 
     def led_by(self, broker: int) -> list[TopicPartition]:
         """Partitions `broker` leads."""

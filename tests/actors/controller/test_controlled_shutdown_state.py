@@ -242,6 +242,49 @@ def test_a_retry_moves_a_partition_whose_isr_has_grown_since() -> None:
     assert decision.remaining == []
 
 
+def test_a_decision_whose_write_met_a_leader_s_isr_change_is_made_again() -> None:
+    """The controller writes a decision with the znode's version; a leader that changed the ISR
+    meanwhile (3 caught up) makes that write fail, and the controller decides again from what
+    the znode holds (`reconsider`): the shutting-down broker still leaves the ISR. Before, the
+    decision was dropped and the broker stayed in the ISR after it exited (process_bench)."""
+    state = controller()
+    state.load(leadership(replicas=(2, 1, 3), leader=2, leader_epoch=4, isr=(2, 1)))
+    assert only_change(decided(state, 1).changes).after.isr == (2,)
+    # the write failed: the znode says the leader had taken 3 back into the ISR, at version 1
+    state.isr_changed(tp("t", 0), leader=2, leader_epoch=4, isr=(2, 1, 3), zk_version=1)
+
+    change = state.reconsider(tp("t", 0))
+
+    assert change is not None
+    after = change.after
+    assert (after.leader, after.isr, after.leader_epoch, after.zk_version) == (2, (2, 3), 5, 1)
+    assert change.reason == "controlled shutdown of brokers [1]"
+    assert partition(state) == after
+
+
+def test_a_leadership_decision_made_again_still_moves_away() -> None:
+    state = controller()
+    state.load(leadership(leader=1, leader_epoch=2, isr=(1, 2)))
+    assert only_change(decided(state, 1).changes).after.leader == 2
+    state.isr_changed(tp("t", 0), leader=1, leader_epoch=2, isr=(1, 2, 3), zk_version=1)
+
+    change = state.reconsider(tp("t", 0))
+
+    assert change is not None
+    after = change.after
+    assert (after.leader, after.isr, after.leader_epoch, after.zk_version) == (2, (2, 3), 3, 1)
+    assert state.led_by(1) == []
+
+
+def test_a_decision_made_again_without_a_shutdown_changes_nothing_live() -> None:
+    state = controller()
+    state.load(leadership(leader=1, leader_epoch=2, isr=(1, 2)))
+    state.isr_changed(tp("t", 0), leader=1, leader_epoch=2, isr=(1, 2, 3), zk_version=1)
+
+    assert state.reconsider(tp("t", 0)) is None
+    assert partition(state).isr == (1, 2, 3)
+
+
 # -- two at once -----------------------------------------------------------------------------------
 
 
@@ -475,7 +518,12 @@ layouts = st.lists(
     layout=layouts,
     first=live_sets,
     steps=st.lists(
-        st.one_of(live_sets, brokers, st.tuples(st.just("expand"), brokers)),
+        st.one_of(
+            live_sets,
+            brokers,
+            st.tuples(st.just("expand"), brokers),
+            st.tuples(st.just("again"), st.integers(0, 3)),
+        ),
         max_size=12,
     ),
 )
@@ -488,7 +536,9 @@ def test_random_shutdowns_and_failures_keep_kafka_invariants(
     steps: list[set[int] | int | tuple[str, int]],
 ) -> None:
     """Each step is a new live set (`brokers_changed`), a live broker's controlled shutdown,
-    or leaders taking a broker back into their ISRs."""
+    leaders taking a broker back into their ISRs, or a partition decided again (`reconsider`,
+    as after a failed write): then a partition led by a broker that stays has no
+    shutting-down broker in its ISR."""
     state = controller(live=first)
     state.add_topic("t", dict(enumerate(layout)))
     led_at_request: dict[int, set[int]] = {}
@@ -497,6 +547,12 @@ def test_random_shutdowns_and_failures_keep_kafka_invariants(
             state.brokers_changed(step)
             for gone in set(led_at_request) - state.shutting_down:
                 del led_at_request[gone]
+        elif isinstance(step, tuple) and step[0] == "again":
+            key = tp("t", step[1] % len(layout))
+            state.reconsider(key)
+            p = state.partitions[key]
+            if p.leader in state.live_brokers - state.shutting_down and len(p.replicas) > 1:
+                assert not set(p.isr) & state.shutting_down, p
         elif isinstance(step, tuple):
             expand_isrs(state, step[1])
         elif step in state.live_brokers:
