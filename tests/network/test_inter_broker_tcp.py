@@ -176,7 +176,15 @@ def test_a_broker_on_every_interface_registers_its_advertised_address(
     cluster.admin.create_topic(TOPIC, 1, 3, MIN_ISR_2)
     _send_all(cluster, cluster.state(TOPIC, 0).leader, [b"through localhost"], 0)
     tp = TopicPartition(topic=TOPIC, partition=0)
-    wait_until(lambda: _values(cluster, 3, tp) == [b"through localhost"], message="replicated")
+    try:  # a fresh broker joins under a 600 ms session: on a loaded machine that can take a while
+        wait_until(
+            lambda: _values(cluster, 3, tp) == [b"through localhost"],
+            timeout_s=FAILOVER_S * 2,
+            message="replicated",
+        )
+    except AssertionError as failed:  # say what each broker holds and what ZooKeeper says
+        held = {b: _values(cluster, b, tp) for b in (1, 2, 3)}
+        raise AssertionError(f"{failed}: {held}, {cluster.state(TOPIC, 0)}") from None
 
 
 # -- epochs on the wire ------------------------------------------------------------------------
