@@ -12,7 +12,6 @@ controller among them.
 from __future__ import annotations
 
 import socket
-import struct
 from typing import Any, Final
 
 from kafkactor.network.api_versions import ApiKey
@@ -23,11 +22,11 @@ from kafkactor.network.codec import (
     encode_request,
     request_type,
 )
+from kafkactor.network.framing import FrameDecoder, FrameSizeError
 
 __all__ = ["ClusterView", "cluster_view"]
 
 METADATA_VERSION: Final = 1  # brokers and controller id; topics: an empty array asks none
-_SIZE: Final = struct.Struct(">i")
 _MAX_FRAME: Final = 1 << 20
 
 
@@ -54,14 +53,15 @@ def _request() -> bytes:
     return encode_request(ApiKey.METADATA, METADATA_VERSION, 1, "kafkactor-launcher", body)
 
 
-def _read_exactly(sock: socket.socket, size: int) -> bytes:
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
+def _read_frame(sock: socket.socket) -> bytes:
+    """The first size-prefixed frame the broker sends (`FrameDecoder` splits the bytes)."""
+    frames = FrameDecoder(_MAX_FRAME)
+    while True:
+        data = sock.recv(65_536)
+        if not data:
             raise ConnectionError("the broker closed the connection")
-        data += chunk
-    return bytes(data)
+        for frame in frames.feed(data):
+            return frame
 
 
 def cluster_view(host: str, port: int, timeout_s: float = 1.0) -> ClusterView | None:
@@ -69,11 +69,9 @@ def cluster_view(host: str, port: int, timeout_s: float = 1.0) -> ClusterView | 
     try:
         with socket.create_connection((host, port), timeout=timeout_s) as sock:
             sock.sendall(_request())
-            (size,) = _SIZE.unpack(_read_exactly(sock, _SIZE.size))
-            if not 0 < size <= _MAX_FRAME:
-                return None
-            _, body = decode_response(ApiKey.METADATA, METADATA_VERSION, _read_exactly(sock, size))
-    except (OSError, BadResponseError):
+            frame = _read_frame(sock)
+        _, body = decode_response(ApiKey.METADATA, METADATA_VERSION, frame)
+    except (OSError, FrameSizeError, BadResponseError):
         return None
     brokers: Any = body.brokers
     return ClusterView(frozenset(int(b.node_id) for b in brokers), int(body.controller_id))

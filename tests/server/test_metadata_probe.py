@@ -65,8 +65,15 @@ def _answering(answer: bytes) -> Iterator[int]:
 
 @pytest.mark.parametrize(
     "answer",
-    [b"", b"\x00\x00\x00\x05garbage", b"\xff\xff\xff\xff", b"\x00\x00\x00\x02\x00"],
-    ids=["closed", "garbage", "negative-size", "cut-short"],
+    [
+        b"",
+        b"\x00\x00\x00\x05garbage",
+        b"\xff\xff\xff\xff",
+        b"\x00\x00\x00\x02\x00",
+        b"\x00\x00\x00\x00",
+        b"\x7f\xff\xff\xff",
+    ],
+    ids=["closed", "garbage", "negative-size", "cut-short", "empty-frame", "oversized"],
 )
 def test_nothing_usable_is_no_view(answer: bytes) -> None:
     with _answering(answer) as port:
