@@ -826,6 +826,11 @@ def narrowed_validators(schema: dict[str, Any]) -> dict[str, jsonschema.Draft202
     }
 
 
+def _broken(event: dict[str, Any]) -> dict[str, Any]:
+    """`event` with four fields of the wrong type or value (an invalid copy)."""
+    return {**event, "ts_ms": str(event["ts_ms"]), "broker": "1", "level": "debug", "topic": 0}
+
+
 def _errors(validator: jsonschema.Draft202012Validator, event: dict[str, Any]) -> list[str]:
     return sorted(
         f"{'/'.join(map(str, e.absolute_path)) or '<event>'}: {e.message}"
@@ -847,10 +852,7 @@ def test_narrowed_validation_is_validation_by_the_whole_schema(
         if per_type[event["event"]] <= 20:
             sample.append(event)
     # and some broken ones, so that the errors are compared too
-    sample += [
-        {**e, "ts_ms": str(e["ts_ms"]), "broker": "1", "level": "debug", "topic": 0}
-        for e in sample[::7]
-    ]
+    sample += [_broken(e) for e in sample[::7]]
     sample.append({**sample[0], "event": "no.such_event"})
     for event in sample:
         chosen = narrowed.get(event["event"]) or validator
@@ -899,10 +901,7 @@ def test_the_fast_validator_agrees_with_the_reference(
         if shape not in shapes or number % 401 == 0:
             shapes.add(shape)
             sample.append(event)
-    broken = [
-        {**e, "ts_ms": str(e["ts_ms"]), "broker": "1", "level": "debug", "topic": 0}
-        for e in sample[::3]
-    ]
+    broken = [_broken(e) for e in sample[::3]]
     broken += [{**e, "event": "no.such_event"} for e in sample[::11]]
     broken += [{k: v for k, v in e.items() if k != "ts_ms"} for e in sample[::5]]
     assert all(validator.is_valid(e) for e in sample)  # the run's own events are valid
