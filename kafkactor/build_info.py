@@ -14,9 +14,9 @@ import importlib.util
 from typing import Final
 
 # The pure cores on the hot path: the timing wheel, its buckets and the SystemTimer over them,
-# the purgatory's DelayedOperation and watch lists, and the record batch reader and validator
-# every produce goes through. setup.py reads this tuple (as a literal, without importing
-# kafkactor) to know what to compile.
+# the purgatory's DelayedOperation and watch lists, the record batch reader and validator
+# every produce goes through, and the batch builder the in-process producer encodes with.
+# setup.py reads this tuple (as a literal, without importing kafkactor) to know what to compile.
 MYPYC_MODULES: Final = (
     "kafkactor.timer.task",
     "kafkactor.timer.wheel",
@@ -24,6 +24,7 @@ MYPYC_MODULES: Final = (
     "kafkactor.timer.system_timer",
     "kafkactor.actors.purgatory.purgatory",
     "kafkactor.storage.record_batch",
+    "kafkactor.storage.records",
 )
 
 
