@@ -699,7 +699,8 @@ class Cluster:
         payload = getattr(message, "payload", message)
         if not isinstance(payload, _REPLICATION_TRAFFIC):
             return False
-        sender = getattr(message, "sender", "")
+        # the envelope's sender; a request sent bare (tracing off) names it as its reply_to
+        sender = getattr(message, "sender", "") or getattr(payload, "reply_to", "")
         ends = {_broker_of(address), _broker_of(sender)}
         return len(ends) == 2 and None not in ends and bool(ends & self._isolated)
 

@@ -140,7 +140,15 @@ class TracedActor(pykka.ThreadingActor):
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, Envelope):
             envelope = message
-        else:  # a bare tell from outside the system starts a new trace
+            payload = envelope.payload
+            if tracing.is_enabled():
+                log_recv(
+                    envelope, actor=self.address, broker=self.broker, now_ms=self.clock.now_ms()
+                )
+        elif not tracing.is_enabled():  # an untraced hop (see `send`): no trace to continue
+            envelope = _UNTRACED
+            payload = message
+        else:  # a bare tell from outside the system, or sent untraced, starts a new trace
             envelope = Envelope(
                 payload=message,
                 trace_id=tracing.new_id(),
@@ -148,8 +156,7 @@ class TracedActor(pykka.ThreadingActor):
                 sender="",
                 sent_ms=self.clock.now_ms(),
             )
-        payload = envelope.payload
-        if tracing.is_enabled():
+            payload = message
             log_recv(envelope, actor=self.address, broker=self.broker, now_ms=self.clock.now_ms())
         self._current = envelope
         try:
@@ -210,7 +217,16 @@ class TracedActor(pykka.ThreadingActor):
 
         Returns False when nobody is at the address; an undeliverable Request is answered to
         its `reply_to` with an ErrorResponse (NETWORK_EXCEPTION), as a dead broker would be.
+
+        With tracing off the payload travels bare: no envelope, ids or clock read, since nobody
+        would read them (the receiver handles it as an untraced hop). An envelope still
+        carries it while fault injection (`Directory.drop`) may need to know the sender.
         """
+        directory = self.directory
+        if directory.drop is None and not tracing.is_enabled():
+            if directory.tell(address, payload):
+                return True
+            return self._undeliverable(address, payload, None, trace)
         context = trace if trace is not None else self.trace_context
         if context is None:
             context = TraceContext(tracing.new_id(), "")
@@ -223,9 +239,19 @@ class TracedActor(pykka.ThreadingActor):
         )
         if tracing.is_enabled():
             log_send(envelope, to=address, broker=self.broker)
-        if self.directory.tell(address, envelope):
+        if directory.tell(address, envelope):
             return True
-        if tracing.is_enabled():
+        return self._undeliverable(address, payload, envelope, context)
+
+    def _undeliverable(
+        self,
+        address: str,
+        payload: Any,
+        envelope: Envelope | None,
+        context: TraceContext | None,
+    ) -> bool:
+        """Nobody is at `address`: log it and answer an undeliverable Request's `reply_to`."""
+        if envelope is not None and tracing.is_enabled():
             _log.warning(
                 "msg.undeliverable",
                 actor=self.address,
@@ -272,6 +298,10 @@ class TracedActor(pykka.ThreadingActor):
             parent_span_id=context.parent_span_id if context is not None else "",
             **fields,
         )
+
+
+# What a handler of an untraced hop sees as its current envelope: no trace to continue.
+_UNTRACED = Envelope()
 
 
 class UnhandledMessageError(TypeError):

@@ -206,7 +206,7 @@ class CollectingClient(Client):
 
     def tell(self, message: Any) -> None:
         with self.arrived:
-            self.responses.append(message.payload)
+            self.responses.append(message.payload if isinstance(message, Envelope) else message)
             self.arrived.notify_all()
 
 
