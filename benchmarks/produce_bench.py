@@ -4,9 +4,11 @@ Measures a closed-loop producer's records/s, requests/s and latency per configur
 batch size x tracing) and in-flight level, and the actor messages per second it takes, against
 the baseline measured in the same process: the raw Pykka tell rate (one thread telling a trivial
 actor), with Pykka's ``queue.Queue`` inbox and the ``queue.SimpleQueue`` kafkactor's actors use,
-plus a ping-pong between two actors (one message in flight: every delivery a thread wake-up).
+plus a ping-pong between two actors (one message in flight: every delivery a thread wake-up),
+and the same ping-pong through two ``TracedActor``s with tracing off (the runtime's own cost
+per hop over it).
 The ratio printed is the acks=all 100-record configuration's messages/s over that ceiling; the
-goal is acks=all 100-record batches at >= 100,000 records/s with p99 < 50 ms, tracing off.
+goal is acks=all 100-record batches at >= 150,000 records/s with p99 < 50 ms, tracing off.
 
 The system: a fresh ``Cluster(3)`` per probe (empty logs, nothing carried over), topic ``bench``
 with 6 partitions, replication factor 3, ``min_insync_replicas=2``, leaders spread round-robin.
@@ -44,13 +46,14 @@ from typing import Any
 import _harness as h
 import pykka
 
-from kafkactor.actors.runtime import Directory
+from kafkactor.actors.runtime import Directory, TracedActor, handles
+from kafkactor.messages import message
 from kafkactor.storage import LogConfig
 from kafkactor.testing import Cluster
 
 TOPIC, PARTITIONS, VALUE_BYTES = "bench", 6, 100
 P99_LIMIT_MS = 50.0
-GOAL_RECORDS_PER_S, GOAL_ACKS, GOAL_BATCH = 100_000, -1, 100
+GOAL_RECORDS_PER_S, GOAL_ACKS, GOAL_BATCH = 150_000, -1, 100
 DRAIN_S = 10.0
 
 
@@ -222,11 +225,59 @@ def measure_ceiling(kind: str, actor: type[CountingActor], messages: int) -> Cei
     return Ceiling(kind, inbox, messages, messages / seconds)
 
 
+RUNTIME = "TracedActor, tracing off"
+
+
+@message
+class Ball:
+    """The message two `Bouncer`s pass back and forth."""
+
+    left: int = 0
+
+
+class Bouncer(TracedActor):
+    """kafkactor's actor runtime in a ping-pong: `TracedActor.send` through a `Directory`."""
+
+    def __init__(
+        self, address: str, peer: str, directory: Directory, done: threading.Event
+    ) -> None:
+        super().__init__(address, directory)
+        self.peer, self.done = peer, done
+
+    @handles(Ball)
+    def _on_ball(self, ball: Ball) -> None:
+        if ball.left <= 1:
+            self.done.set()
+        else:
+            self.send(self.peer, Ball(left=ball.left - 1))
+
+
+def measure_traced_ping_pong(messages: int) -> Ceiling:
+    """The ping-pong through `TracedActor`s with tracing off: the runtime's cost per hop over
+    the raw Pykka ping-pong (same inbox, one message in flight)."""
+    done, directory = threading.Event(), Directory()
+    refs = [Bouncer.start("a", "b", directory, done), Bouncer.start("b", "a", directory, done)]
+    try:
+        with h.traced(False):
+            started = time.perf_counter()
+            directory.tell("a", Ball(left=messages))
+            if not done.wait(60):
+                sys.exit("the TracedActor ping-pong did not finish")
+            seconds = time.perf_counter() - started
+    finally:
+        for ref in refs:
+            ref.stop()
+    return Ceiling("ping-pong", RUNTIME, messages, messages / seconds)
+
+
 def measure_ceilings(messages: int) -> list[Ceiling]:
     return [
-        measure_ceiling(kind, actor, messages if kind == "tell" else max(1, messages // 10))
-        for kind in ("tell", "ping-pong")
-        for actor in (CountingActor, SimpleQueueActor)
+        *(
+            measure_ceiling(kind, actor, messages if kind == "tell" else max(1, messages // 10))
+            for kind in ("tell", "ping-pong")
+            for actor in (CountingActor, SimpleQueueActor)
+        ),
+        measure_traced_ping_pong(max(1, messages // 10)),
     ]
 
 
@@ -318,6 +369,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     for (kind, inbox), c in best.items():
         runs = ", ".join(f"{x.rate:,.0f}" for x in ceilings if (x.kind, x.inbox) == (kind, inbox))
         print(f"ceiling: {kind} ({inbox}): best {c.rate:,.0f} msgs/s; runs (start, end): {runs}")
+    raw, traced = best.get(("ping-pong", "queue.SimpleQueue")), best.get(("ping-pong", RUNTIME))
+    if raw is not None and traced is not None:
+        print(
+            f"a hop through the actor runtime (tracing off): {1e6 / traced.rate:.1f} us against"
+            f" {1e6 / raw.rate:.1f} us raw; runtime / raw rate {traced.rate / raw.rate:.2f}"
+        )
     goal = picked.get((GOAL_ACKS, GOAL_BATCH, False))
     summary: dict[str, Any] = {}
     if goal is not None:
