@@ -145,7 +145,10 @@ def test_produce_bench(runs: dict[str, Run]) -> None:
     assert "of the tell/queue.Queue rate" in stdout
     assert [p["tracing"] for p in document["probes"]] == [False, True]
     kinds = {(c["kind"], c["inbox"]) for c in document["ceilings"]}
-    assert len(kinds) == 4 and len(document["ceilings"]) == 8  # at the start and the end
+    # raw tells and ping-pongs on both inboxes, and the ping-pong through TracedActors
+    assert ("ping-pong", "TracedActor, tracing off") in kinds
+    assert len(kinds) == 5 and len(document["ceilings"]) == 10  # at the start and the end
+    assert "a hop through the actor runtime (tracing off)" in stdout
     assert set(document["summary"]["ratios"]) == {f"{k}/{i}" for k, i in kinds}
 
 
