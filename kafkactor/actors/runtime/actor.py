@@ -43,9 +43,10 @@ class TraceContext:
 class TracedActor(pykka.ThreadingActor):
     """A Pykka actor that speaks in immutable messages wrapped in traced envelopes.
 
-    Subclasses mark handlers with `@handles(MessageType)`. Every message arrives as an
-    `Envelope`; the base logs `msg.recv` (with the mailbox delay), calls the handler, and logs
-    `msg.send` for each `send` the handler makes, continuing the envelope's trace. A handler
+    Subclasses mark handlers with `@handles(MessageType)`. With tracing on every message
+    arrives in an `Envelope`; the base logs `msg.recv` (with the mailbox delay), calls the
+    handler, and logs `msg.send` for each `send` the handler makes, continuing the envelope's
+    trace. With tracing off messages travel bare (see `send`). A handler
     that raises is logged as `actor.error` and, when the message is a `Request`, answered with
     an `ErrorResponse` (UNKNOWN_SERVER_ERROR): the actor keeps running and no caller hangs.
     Between actors use `send` (fire and forget, replies by address); never block on another
