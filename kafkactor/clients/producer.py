@@ -18,7 +18,7 @@ from kafkactor.clients.metadata import ClientMetadata
 from kafkactor.common import TopicPartition
 from kafkactor.messages import ErrorCode, ErrorResponse
 from kafkactor.messages.replication import ProducePartition, ProduceRequest, ProduceResponse
-from kafkactor.storage import Record, build_batch
+from kafkactor.storage import Record, build_batch, build_value_batch
 from kafkactor.timer import Clock, SystemClock
 
 _names = itertools.count(1)
@@ -238,7 +238,7 @@ class Producer:
         stamp = self.clock.now_ms() if timestamp_ms is None else timestamp_ms
         record = Record(key, value, stamp)
         single: Future[RecordMetadata] = Future()
-        batch = self._send(topic, [record], partition)
+        batch = self._send(topic, build_batch([record], 0), key, [stamp], partition)
 
         def unwrap(done: Future[list[RecordMetadata]]) -> None:
             error = done.exception()
@@ -258,8 +258,13 @@ class Producer:
         if not records:
             raise ValueError("a batch needs at least one record")
         now = self.clock.now_ms()
+        if not any(isinstance(r, Record) for r in records):  # bare values: no Record each
+            data = build_value_batch(records, now)  # type: ignore[arg-type]
+            return self._send(topic, data, None, [now] * len(records), partition)
         built = [r if isinstance(r, Record) else Record(None, r, now) for r in records]
-        return self._send(topic, built, partition)
+        return self._send(
+            topic, build_batch(built, 0), built[0].key, [r.timestamp_ms for r in built], partition
+        )
 
     def _check_call(self, topic: str, partition: int | None) -> None:
         """The programming errors Kafka's producers raise at once rather than in the Future."""
@@ -274,15 +279,19 @@ class Producer:
                 raise ValueError(f"partition must be >= 0, got {partition}")
 
     def _send(
-        self, topic: str, built: list[Record], partition: int | None
+        self,
+        topic: str,
+        data: bytes,
+        key: bytes | None,
+        timestamps: list[int],
+        partition: int | None,
     ) -> Future[list[RecordMetadata]]:
-        data = build_batch(built, 0)
         batch = _PendingBatch(
             topic=topic,
             partition=partition,
-            key=built[0].key,
+            key=key,
             data=data,
-            timestamps=[r.timestamp_ms for r in built],
+            timestamps=timestamps,
             result=Future(),
             retries_left=self.retries,
         )

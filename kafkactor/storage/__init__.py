@@ -73,6 +73,7 @@ from kafkactor.storage.records import (
     StoredRecord,
     TimestampType,
     build_batch,
+    build_value_batch,
 )
 from kafkactor.storage.segment import LogSegment
 from kafkactor.storage.time_index import (
@@ -155,6 +156,7 @@ __all__ = [
     "UnsupportedCompressionError",
     "batch_size_at",
     "build_batch",
+    "build_value_batch",
     "compress",
     "decompress",
     "iter_batches",

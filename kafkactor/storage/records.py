@@ -64,6 +64,7 @@ __all__ = [
     "StoredRecord",
     "TimestampType",
     "build_batch",
+    "build_value_batch",
 ]
 
 BytesLike = bytes | bytearray | memoryview
@@ -348,24 +349,76 @@ def build_batch(
     body = _encode_records(records)
     if compression:
         body = compress(compression, body)  # ValueError for an unknown codec
-    batch_length = _MIN_BATCH_LENGTH + len(body)
-    if batch_length > _INT32_MAX:
-        raise ValueError(f"the batch would be {batch_length} bytes long, more than an int32")
-    count = len(records)
-
     attributes = compression | (_TIMESTAMP_TYPE_MASK if timestamp_type is LOG_APPEND_TIME else 0)
     if is_transactional:
         attributes |= _TRANSACTIONAL_MASK
     tail = _TAIL.pack(
         attributes,
-        count - 1,
+        len(records) - 1,
         records[0].timestamp_ms,  # baseTimestamp
         max_timestamp,
         producer_id,
         producer_epoch,
         base_sequence,
-        count,
+        len(records),
     )
+    return _framed(base_offset, leader_epoch, tail, body)
+
+
+def _framed(base_offset: int, leader_epoch: int, tail: bytes, body: bytes) -> bytes:
+    """The batch: the head (with the CRC-32C of what follows it), ``tail`` and ``body``."""
+    batch_length = _MIN_BATCH_LENGTH + len(body)
+    if batch_length > _INT32_MAX:
+        raise ValueError(f"the batch would be {batch_length} bytes long, more than an int32")
     crc = crc32c.crc32c(body, crc32c.crc32c(tail))
     head = _HEAD.pack(base_offset, batch_length, leader_epoch, MAGIC, crc)
     return b"".join((head, tail, body))
+
+
+def build_value_batch(values: Sequence[bytes | None], timestamp_ms: int) -> bytes:
+    """The batch ``build_batch`` makes of ``Record(None, value, timestamp_ms)`` for each value
+    (base offset 0, no producer id, uncompressed), byte for byte, without a ``Record`` per
+    value: what a producer sends for bare values.
+
+    Raises ``TypeError`` for a value that is not bytes or None, as ``Record`` does, and
+    ``ValueError`` for no values or a timestamp out of range.
+    """
+    if not values:
+        raise ValueError("a record batch needs at least one record")
+    _check_range("number of records", len(values), 1, _INT32_MAX)
+    if type(timestamp_ms) is not int:
+        raise TypeError(f"timestamp_ms must be an int, not {type(timestamp_ms).__name__}")
+    _check_timestamp("timestamp_ms", timestamp_ms)
+    parts: list[bytes] = []
+    small = _SMALL_ZIGZAG
+    low, high = _SMALL_ZIGZAG_MIN, -_SMALL_ZIGZAG_MIN
+    zero_delta, null_key = small[-low], small[-1 - low]
+    for offset_delta, value in enumerate(values):
+        if value is None:
+            value_length = -1
+        elif isinstance(value, bytes):
+            value_length = len(value)
+        else:
+            raise TypeError(f"value must be bytes or None, not {type(value).__name__}")
+        if offset_delta < high and value_length < high:  # the table path of _encode_records
+            body = b"".join(
+                (
+                    _ZERO_ATTRIBUTES,
+                    zero_delta,  # timestamp delta: every record has the batch's timestamp
+                    small[offset_delta - low],
+                    null_key,
+                    small[value_length - low],
+                    value or b"",
+                    b"\x00",
+                )
+            )
+            parts.append(_varint(len(body)))
+            parts.append(body)
+        else:
+            _encode_record(parts, Record(None, value, timestamp_ms), offset_delta, 0)
+    count = len(values)
+    tail = _TAIL.pack(
+        0, count - 1, timestamp_ms, timestamp_ms, NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE,
+        count,
+    )  # fmt: skip
+    return _framed(0, NO_PARTITION_LEADER_EPOCH, tail, b"".join(parts))

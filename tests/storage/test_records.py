@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from kafkactor.storage import (
     LOG_APPEND_TIME,
+    NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
     CorruptRecordError,
     Record,
@@ -35,6 +36,7 @@ from kafkactor.storage import (
     UnsupportedCompressionError,
     batch_size_at,
     build_batch,
+    build_value_batch,
     iter_batches,
 )
 
@@ -986,3 +988,51 @@ def test_the_fast_framing_check_accepts_plain_records_and_defers_the_rest() -> N
     # wrong record count: deferred (the careful reader then reports it)
     data = build_batch(plain[:3], 0)
     assert not _framing_is_plain(data, RECORD_BATCH_OVERHEAD, 4, 3)
+
+
+# -- bare values: build_value_batch ----------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    values=st.lists(st.one_of(st.none(), st.binary(max_size=300)), min_size=1, max_size=40),
+    timestamp_ms=st.sampled_from([NO_TIMESTAMP, 0, 1_700_000_000_000, 2**63 - 1]),
+)
+def test_a_value_batch_is_the_batch_of_the_same_records(
+    values: list[bytes | None], timestamp_ms: int
+) -> None:
+    expected = build_batch([Record(None, v, timestamp_ms) for v in values], 0)
+    assert build_value_batch(values, timestamp_ms) == expected
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [b"x" * 8191, b"y" * 8192, b"z" * 100_000],  # value lengths past the varint table
+        [b"v"] * 8200,  # offset deltas past the varint table
+    ],
+)
+def test_a_value_batch_past_the_small_varints_is_the_batch_of_the_same_records(
+    values: list[bytes],
+) -> None:
+    now = 1_700_000_000_000
+    batch = build_value_batch(values, now)
+    assert batch == build_batch([Record(None, v, now) for v in values], 0)
+    assert [r.value for r in RecordBatch(batch).records()] == values
+
+
+@pytest.mark.parametrize(
+    ("values", "timestamp_ms", "error"),
+    [
+        ([], 0, ValueError),
+        (["text"], 0, TypeError),
+        ([b"ok", bytearray(b"no")], 0, TypeError),
+        ([b"ok"], -2, ValueError),
+        ([b"ok"], 1.5, TypeError),
+    ],
+)
+def test_a_value_batch_refuses_what_a_record_refuses(
+    values: list[Any], timestamp_ms: Any, error: type[Exception]
+) -> None:
+    with pytest.raises(error):
+        build_value_batch(values, timestamp_ms)
