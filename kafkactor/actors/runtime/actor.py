@@ -11,7 +11,7 @@ import pykka
 
 from kafkactor import tracing
 from kafkactor.actors.runtime.directory import Directory
-from kafkactor.actors.runtime.hops import log_recv, log_send, new_envelope
+from kafkactor.actors.runtime.hops import log_recv, log_send, new_envelope, travels_bare
 from kafkactor.messages import Envelope, ErrorCode, ErrorResponse, Request, Response
 from kafkactor.timer import Clock, SystemClock
 
@@ -224,7 +224,7 @@ class TracedActor(pykka.ThreadingActor):
         carries it while fault injection (`Directory.drop`) may need to know the sender.
         """
         directory = self.directory
-        if directory.drop is None and not tracing.is_enabled():
+        if travels_bare(directory):
             if directory.tell(address, payload):
                 return True
             return self._undeliverable(address, payload, None, trace)

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from kafkactor import tracing
 from kafkactor.actors.runtime.directory import Directory
-from kafkactor.actors.runtime.hops import log_recv, log_send, new_envelope
+from kafkactor.actors.runtime.hops import log_recv, log_send, new_envelope, travels_bare
 from kafkactor.messages import Envelope, ErrorCode, ErrorResponse, Request, Response
 from kafkactor.timer import Clock, SystemClock
 
@@ -66,7 +66,7 @@ class Client:
         """Stamp `request` as ours and send it in a new trace; False if undeliverable."""
         stamped = dataclasses.replace(request, reply_to=self.address, correlation_id=correlation_id)
         directory = self.directory
-        if directory.drop is None and not tracing.is_enabled():
+        if travels_bare(directory):
             return directory.tell(address, stamped)  # untraced: bare, as TracedActor.send
         envelope = new_envelope(
             stamped,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pykka
@@ -67,26 +67,24 @@ def tracing_off() -> Iterator[None]:
 
 
 @pytest.fixture
-def directory() -> Iterator[Directory]:
-    directory = Directory()
+def directory() -> Directory:
+    return Directory()
+
+
+@pytest.fixture
+def start(directory: Directory) -> Iterator[Callable[[str], None]]:
+    """Starts a `Relay` at an address; the test's teardown stops them all."""
     refs: list[pykka.ActorRef[Any]] = []
-    directory.started = refs  # type: ignore[attr-defined]
-    yield directory
+    yield lambda address: refs.append(Relay.start(address, directory))
     for ref in refs:
         ref.stop(block=True, timeout=WAIT_S)
 
 
-def start(directory: Directory, address: str) -> pykka.ActorRef[Any]:
-    ref = Relay.start(address, directory)
-    directory.started.append(ref)  # type: ignore[attr-defined]
-    return ref
-
-
 def test_a_request_through_two_actors_is_answered_once_and_travels_bare(
-    directory: Directory,
+    directory: Directory, start: Callable[[str], None]
 ) -> None:
-    start(directory, "a")
-    start(directory, "b")
+    start("a")
+    start("b")
     recorder = Recorder()
     directory.register("client/recorder", recorder)
     directory.tell("a", Ask(reply_to="client/recorder", correlation_id=7, forward_to="b"))
@@ -96,8 +94,10 @@ def test_a_request_through_two_actors_is_answered_once_and_travels_bare(
     assert answer == Told(correlation_id=7, by="b", trace_id="")
 
 
-def test_a_client_call_is_answered_with_tracing_off(directory: Directory) -> None:
-    start(directory, "a")
+def test_a_client_call_is_answered_with_tracing_off(
+    directory: Directory, start: Callable[[str], None]
+) -> None:
+    start("a")
     client = Client("caller", directory)
     answer = client.call("a", Ask(), timeout_s=WAIT_S)
     assert isinstance(answer, Told) and answer.by == "a"
@@ -105,17 +105,19 @@ def test_a_client_call_is_answered_with_tracing_off(directory: Directory) -> Non
 
 
 def test_an_untraced_request_to_nobody_is_answered_network_exception(
-    directory: Directory,
+    directory: Directory, start: Callable[[str], None]
 ) -> None:
-    start(directory, "a")
+    start("a")
     client = Client("caller", directory)
     answer = client.call("a", Ask(forward_to="nobody"), timeout_s=WAIT_S)
     assert isinstance(answer, ErrorResponse)
     assert answer.error_code is ErrorCode.NETWORK_EXCEPTION
 
 
-def test_while_fault_injection_is_on_hops_carry_their_sender(directory: Directory) -> None:
-    start(directory, "a")
+def test_while_fault_injection_is_on_hops_carry_their_sender(
+    directory: Directory, start: Callable[[str], None]
+) -> None:
+    start("a")
     dropped: list[Any] = []
     done = threading.Event()
 
