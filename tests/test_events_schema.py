@@ -114,6 +114,7 @@ MUST_SEE = frozenset(
         "controller.elected",
         "controller.leader_elected",
         "controller.brokers_changed",
+        "controller.resend",
         "fetcher.error",
         "cluster.topic_created",
         "controller.topic_deletion_started",
@@ -442,8 +443,21 @@ def _controller_scenario(events: EventLog) -> None:
         producer = cluster.producer(acks=-1, timeout_ms=2_000)
         for p in (0, 1):
             producer.send(TOPIC, b"first", partition=p).result(WAIT_S)
+        # the first UpdateMetadata to a live broker is lost: the controller sends it again
+        lost: list[int] = []
+
+        def lose_one(_address: str, message: Any) -> bool:
+            payload = getattr(message, "payload", message)
+            if lost or not isinstance(payload, UpdateMetadata):
+                return False
+            lost.append(payload.correlation_id)
+            return True
+
+        cluster.directory.drop = lose_one
         # a topic deleted with every broker live
         cluster.create_topic(DELETED, partitions=1, replication_factor=3)
+        wait_until(partial(events.named, "controller.resend"), message="controller.resend")
+        cluster.directory.drop = None
         cluster.delete_topic(DELETED)
         for name in ("controller.topic_deletion_started", "controller.topic_deleted"):
             wait_until(partial(events.named, name, topic=DELETED), message=name)

@@ -238,7 +238,12 @@ class Broker:
         if self.zookeeper is not None:
             self.zookeeper.start()  # registered: the controller will send LeaderAndIsr
             controller = ControllerActor.start(
-                addresses.controller(broker), directory, clock, broker, zk=self.zookeeper
+                addresses.controller(broker),
+                directory,
+                clock,
+                broker,
+                zk=self.zookeeper,
+                timer=self.timer,
             )
             directory.register(addresses.controller(broker), controller)
             self.refs.append(controller)

@@ -20,6 +20,11 @@ class BrokersChanged:
 
 
 @message
+class ResendToBrokers:
+    """Brokers whose controller requests were lost are due them again (`ControllerChannel`)."""
+
+
+@message
 class TopicsChanged:
     """The children of `/brokers/topics` changed: a topic was created."""
 

@@ -12,6 +12,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType
 
 from kafkactor.actors.controller import zk_data
+from kafkactor.actors.controller.channel import ControllerChannel
 from kafkactor.actors.controller.state import (
     ControllerState,
     LeadershipChange,
@@ -31,6 +32,7 @@ from kafkactor.messages.controller import (
     ControlledShutdownResponse,
     DeleteTopicsChanged,
     IsrChangeNotified,
+    ResendToBrokers,
     StandForElection,
     TopicsChanged,
     ZooKeeperSessionLost,
@@ -44,7 +46,7 @@ from kafkactor.messages.replication import (
     UpdateMetadata,
 )
 from kafkactor.storage import LogConfig
-from kafkactor.timer import Clock
+from kafkactor.timer import CallbackTask, Clock, Timer
 
 WRITE_ATTEMPTS = 5  # versioned writes of a partition state retried after a conflict
 
@@ -63,7 +65,10 @@ class ControllerActor(TracedActor):
       (topic creation) and `/isr_change_notification` (ISR changes leaders made). Every
       decision (`ControllerState`) is written to the partition's state znode with a versioned
       set, then sent as `LeaderAndIsr` to the live replicas and `UpdateMetadata` to every live
-      broker, all stamped with its controller epoch.
+      broker, all stamped with its controller epoch. One of those lost on the way to a live
+      broker (the network answers NETWORK_EXCEPTION or REQUEST_TIMED_OUT) is made good 100 ms
+      later: that broker is sent its partitions' states and the metadata again, as they stand
+      then (`ControllerChannel`).
     - **Topic deletion** (Kafka's TopicDeletionManager, `delete.topic.enable=true`). It
       watches `/admin/delete_topics`. A topic marked there goes offline (leader -1 in its
       state znodes), every UpdateMetadata from then on gives its partitions leader
@@ -96,10 +101,12 @@ class ControllerActor(TracedActor):
         broker: int,
         *,
         zk: ZooKeeperSession,
+        timer: Timer,
     ) -> None:
         super().__init__(address, directory, clock, broker)
         self.broker_id = broker
         self.zk = zk
+        self.timer = timer
         self.epoch = 0
         self.epoch_zk_version = -1
         self.is_controller = False
@@ -108,6 +115,8 @@ class ControllerActor(TracedActor):
         self._ids = itertools.count(1)
         self._endpoints: dict[int, BrokerEndpoint] = {}  # as registered in /brokers/ids
         self._deletes_sent: dict[int, int] = {}  # StopReplica(delete) correlation id -> broker
+        self._channel = ControllerChannel()  # LeaderAndIsr / UpdateMetadata not answered yet
+        self._resend: CallbackTask | None = None
 
     @property
     def _zk(self) -> Any:
@@ -122,6 +131,7 @@ class ControllerActor(TracedActor):
 
     def on_stop(self) -> None:
         self.is_controller = False
+        self._forget_requests()
         super().on_stop()
 
     def _tell_self(self, message: Any) -> None:
@@ -189,6 +199,7 @@ class ControllerActor(TracedActor):
             return
         self.is_controller = False
         self.state = ControllerState()
+        self._forget_requests()
         self.log_event(
             "controller.resign", controller=self.broker_id, epoch=self.epoch, reason=reason
         )
@@ -212,6 +223,7 @@ class ControllerActor(TracedActor):
         self._zk.ensure_path(zk_data.ADMIN_DELETE_TOPICS)
         self._decided_at = {}
         self._deletes_sent = {}
+        self._forget_requests()
         self._load_topics(self._watch_children(zk_data.BROKER_TOPICS, TopicsChanged()))
         epochs = self._live_broker_epochs()
         self.state.broker_epochs = dict(epochs)
@@ -332,6 +344,8 @@ class ControllerActor(TracedActor):
             self._apply(self.state.brokers_changed(set(live) - set(bounced)))
         self.state.broker_epochs = dict(epochs)
         self._apply(self.state.brokers_changed(live))
+        for broker in (*left, *bounced):
+            self._channel.forget(broker)
         starting = set(joined) | set(bounced)
         if starting:  # a returning broker learns its replicas' state
             self._send_leader_and_isr(
@@ -382,6 +396,12 @@ class ControllerActor(TracedActor):
 
     @handles(LeaderAndIsrResponse)
     def _on_leader_and_isr_response(self, response: LeaderAndIsrResponse) -> None:
+        self._channel.answered(
+            response.correlation_id,
+            response.error_code,
+            self.state.broker_epochs,
+            self.clock.now_ms(),
+        )
         if response.error_code:
             self.log_event(
                 "controller.request_refused",
@@ -391,12 +411,55 @@ class ControllerActor(TracedActor):
 
     @handles(Response)
     def _on_response(self, response: Response) -> None:
-        """UpdateMetadata answers and undeliverable requests (a dead broker): nothing to do,
-        but a StopReplica(delete) that did not reach its broker is logged (the replica is sent
-        it again when that broker registers again)."""
+        """UpdateMetadata answers and undeliverable requests. A LeaderAndIsr or UpdateMetadata
+        lost on the way to a live broker makes that broker due a resend (`ControllerChannel`);
+        a StopReplica(delete) that did not reach its broker is logged (the replica is sent it
+        again when that broker registers again)."""
+        error = getattr(response, "error_code", ErrorCode.NONE)
+        due_at = self._channel.answered(
+            response.correlation_id, error, self.state.broker_epochs, self.clock.now_ms()
+        )
+        if due_at is not None and self.is_controller:
+            self._resend_at(due_at)
         broker = self._deletes_sent.pop(response.correlation_id, None)
         if broker is not None and isinstance(response, ErrorResponse):
             self._log_delete_failed(broker, [], response.error_code)
+
+    # -- requests lost on the way (ControllerChannel) --------------------------------------------
+
+    def _resend_at(self, at_ms: int) -> None:
+        if self._resend is not None:
+            self._resend.cancel()
+
+        def due() -> None:
+            self._tell_self(ResendToBrokers())
+
+        self._resend = CallbackTask(max(0, at_ms - self.clock.now_ms()), due)
+        self.timer.add(self._resend)
+
+    @handles(ResendToBrokers)
+    def _on_resend(self, _event: ResendToBrokers) -> None:
+        """A live broker lost a LeaderAndIsr or UpdateMetadata on the way: it is sent the
+        state of its partitions and the cluster's metadata as they stand now."""
+        self._resend = None
+        if not self.is_controller:
+            return
+        brokers, next_at = self._channel.due(self.state.broker_epochs, self.clock.now_ms())
+        for broker in brokers:
+            partitions = self.state.partitions_of(broker)
+            self.log_event(
+                "controller.resend", to_broker=broker, partitions=len(partitions), epoch=self.epoch
+            )
+            self._send_leader_and_isr(partitions, only={broker})
+            self._send_update_metadata(only={broker})
+        if next_at is not None:
+            self._resend_at(next_at)
+
+    def _forget_requests(self) -> None:
+        self._channel.clear()
+        if self._resend is not None:
+            self._resend.cancel()
+            self._resend = None
 
     # -- controlled shutdown -----------------------------------------------------------------------
 
@@ -708,33 +771,41 @@ class ControllerActor(TracedActor):
                 if replica in self.state.live_brokers and (only is None or replica in only):
                     by_broker.setdefault(replica, []).append(self._leader_state(p))
         for broker, states in sorted(by_broker.items()):
+            correlation_id = next(self._ids)
+            broker_epoch = self.state.broker_epochs.get(broker, -1)
+            self._channel.sent(correlation_id, broker, broker_epoch)
             self.send(
                 addresses.replica_manager(broker),
                 LeaderAndIsr(
                     reply_to=self.address,
-                    correlation_id=next(self._ids),
+                    correlation_id=correlation_id,
                     controller_id=self.broker_id,
                     controller_epoch=self.epoch,
-                    broker_epoch=self.state.broker_epochs.get(broker, -1),
+                    broker_epoch=broker_epoch,
                     partition_states=tuple(states),
                 ),
             )
 
-    def _send_update_metadata(self) -> None:
+    def _send_update_metadata(self, only: set[int] | None = None) -> None:
         live = tuple(sorted(self.state.live_brokers))
         states = tuple(self._leader_state(p) for p in self.state.partitions.values()) + tuple(
             replace(self._leader_state(p), leader=LEADER_DURING_DELETE)
             for p in self.state.deleting.values()
         )
         for broker in live:
+            if only is not None and broker not in only:
+                continue
+            correlation_id = next(self._ids)
+            broker_epoch = self.state.broker_epochs.get(broker, -1)
+            self._channel.sent(correlation_id, broker, broker_epoch)
             self.send(
                 addresses.replica_manager(broker),
                 UpdateMetadata(
                     reply_to=self.address,
-                    correlation_id=next(self._ids),
+                    correlation_id=correlation_id,
                     controller_id=self.broker_id,
                     controller_epoch=self.epoch,
-                    broker_epoch=self.state.broker_epochs.get(broker, -1),
+                    broker_epoch=broker_epoch,
                     partition_states=states,
                     live_brokers=live,
                     endpoints=tuple(self._endpoints[b] for b in live if b in self._endpoints),
