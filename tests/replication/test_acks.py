@@ -9,8 +9,10 @@ import pytest
 from kafkactor.actors.broker import BrokerConfig
 from kafkactor.actors.replication import ReplicaManagerConfig
 from kafkactor.actors.runtime import Client, addresses
-from kafkactor.clients import ProduceError
+from kafkactor.clients import ProduceError, RecordMetadata
+from kafkactor.common import TopicPartition
 from kafkactor.messages import ErrorCode
+from kafkactor.storage import Record
 from kafkactor.testing import Cluster
 from kafkactor.timer import ManualClock
 from tests.replication.support import (
@@ -269,6 +271,27 @@ def test_acks_0_producer_future_resolves_at_once_without_an_offset(cluster: Clus
         lambda: cluster.describe_partition(TOPIC, 0).log_end_offset == 1,
         message="the leader to append the acks=0 record",
     )
+
+
+@pytest.mark.parametrize("acks", [-1, 1, 0])
+def test_a_batch_is_answered_with_where_each_of_its_records_landed(
+    cluster: Cluster, acks: int
+) -> None:
+    cluster.create_topic(TOPIC, partitions=1, replication_factor=3, config=MIN_ISR_2)
+    producer = cluster.producer(acks=-1)
+    producer.send_batch(TOPIC, [b"a", b"b"], partition=0).result(WAIT_S)
+    records = [Record(None, f"r{i}".encode(), 1_000 + i) for i in range(5)]
+    landed = cluster.producer(acks=acks).send_batch(TOPIC, records, partition=0).result(WAIT_S)
+    offsets = [2, 3, 4, 5, 6] if acks else [-1] * 5
+    assert landed == [
+        RecordMetadata(TOPIC, 0, offset, 1_000 + i) for i, offset in enumerate(offsets)
+    ]
+    assert all(type(m) is RecordMetadata for m in landed)
+    assert landed[4].topic_partition == TopicPartition(topic=TOPIC, partition=0)
+    values = producer.send_batch(TOPIC, [b"v0", b"v1", b"v2"], partition=0).result(WAIT_S)
+    assert [(m.topic, m.partition, m.offset) for m in values] == [(TOPIC, 0, o) for o in (7, 8, 9)]
+    assert len({m.timestamp_ms for m in values}) == 1  # one send, one timestamp
+    producer.close()
 
 
 @pytest.mark.parametrize("acks", [2, -2, 3])
