@@ -10,7 +10,8 @@ the controller send the broker its partitions and the metadata again, as they st
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -24,11 +25,13 @@ from tests.replication.support import MIN_ISR_2, EventLog, wait_until
 TOPIC = "lost"
 
 
-def _lose_first(
-    kind: type[LeaderAndIsr] | type[UpdateMetadata], broker: int
-) -> tuple[Callable[[str, Any], bool], list[int]]:
-    """A `Directory.drop` rule that loses the first `kind` naming TOPIC sent to `broker`'s
-    replica manager (the sender is answered NETWORK_EXCEPTION, as a cut connection is)."""
+@contextmanager
+def _topic_created_losing_first(
+    cluster: Cluster, kind: type[LeaderAndIsr] | type[UpdateMetadata], broker: int
+) -> Iterator[None]:
+    """Create TOPIC (RF 3) while the first `kind` naming it on its way to `broker`'s replica
+    manager is lost (`Directory.drop`: the sender is answered NETWORK_EXCEPTION, as a cut
+    connection is); the block runs once it was, and the losses end with it."""
     lost: list[int] = []
 
     def drop(address: str, message: Any) -> bool:
@@ -40,7 +43,13 @@ def _lose_first(
         lost.append(payload.correlation_id)
         return True
 
-    return drop, lost
+    cluster.directory.drop = drop
+    try:
+        cluster.create_topic(TOPIC, 1, 3, MIN_ISR_2)
+        wait_until(lambda: lost, message=f"broker {broker}'s {kind.__name__} lost")
+        yield
+    finally:
+        cluster.directory.drop = None
 
 
 def _replicated(cluster: Cluster, broker: int, offset: int) -> bool:
@@ -55,11 +64,7 @@ def _replicated(cluster: Cluster, broker: int, offset: int) -> bool:
 def test_a_lost_leader_and_isr_reaches_the_live_broker_again(
     cluster: Cluster, events: EventLog
 ) -> None:
-    drop, lost = _lose_first(LeaderAndIsr, 3)
-    cluster.directory.drop = drop
-    try:
-        cluster.create_topic(TOPIC, 1, 3, MIN_ISR_2)
-        wait_until(lambda: lost, message="broker 3's LeaderAndIsr lost")
+    with _topic_created_losing_first(cluster, LeaderAndIsr, 3):
         producer = cluster.producer(acks=-1)
         try:
             producer.send(TOPIC, b"acknowledged", partition=0).result(10)
@@ -67,8 +72,6 @@ def test_a_lost_leader_and_isr_reaches_the_live_broker_again(
             producer.close()
         # broker 3 follows all the same, and holds the acknowledged record
         wait_until(lambda: _replicated(cluster, 3, 1), message="broker 3 replicates the record")
-    finally:
-        cluster.directory.drop = None
     assert events.named("controller.resend", to_broker=3)
     assert 3 in cluster.describe_partition(TOPIC, 0).isr
 
@@ -77,11 +80,7 @@ def test_a_lost_leader_and_isr_reaches_the_live_broker_again(
 def test_a_lost_update_metadata_reaches_the_live_broker_again(
     cluster: Cluster, events: EventLog
 ) -> None:
-    drop, lost = _lose_first(UpdateMetadata, 2)
-    cluster.directory.drop = drop
-    try:
-        cluster.create_topic(TOPIC, 1, 3, MIN_ISR_2)
-        wait_until(lambda: lost, message="broker 2's UpdateMetadata lost")
+    with _topic_created_losing_first(cluster, UpdateMetadata, 2):
         # broker 2's metadata names the topic's leader all the same
         leader = cluster.leader(TOPIC, 0)
         wait_until(
@@ -91,6 +90,4 @@ def test_a_lost_update_metadata_reaches_the_live_broker_again(
             ),
             message="broker 2's metadata names the leader",
         )
-    finally:
-        cluster.directory.drop = None
     assert events.named("controller.resend", to_broker=2)
