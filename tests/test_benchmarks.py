@@ -106,6 +106,8 @@ def test_storage_bench(runs: dict[str, Run]) -> None:
 def test_purgatory_bench(runs: dict[str, Run]) -> None:
     stdout, document = runs["purgatory_bench"].wait()
     assert "Highest sustained rate" in stdout
+    for goal in ("goal 50,000 ops/s with tracing off", "goal tracing on >= 50% of tracing off"):
+        assert goal in stdout, goal
     assert document["model"] == "3 of 100 keys"  # Kafka's key model is the default
     assert [b["tracing"] for b in document["best"]] == [False, True]
     assert {p["tracing"] for p in document["probes"]} == {False, True}
