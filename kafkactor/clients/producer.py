@@ -96,6 +96,47 @@ class _Attempt:
             return True
 
 
+class _BufferMemory:
+    """Kafka's `buffer.memory`: the bytes of batches sent and not yet answered.
+
+    `reserve` waits while another batch would not fit, until answers free room or the deadline
+    passes (Kafka's `max.block.ms`); `release` frees a batch's bytes once its Future is done.
+    `close` wakes every waiter. So a caller that sends faster than the brokers answer is slowed
+    down to their pace, and what waits for them stays bounded.
+    """
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.used = 0
+        self._cond = threading.Condition()
+        self._closed = False
+
+    def reserve(self, size: int, timeout_s: float) -> bool:
+        """Take `size` bytes (at most `total`); False when they were not free in time or the
+        producer closed meanwhile."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while self.used + size > self.total and not self._closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+            if self._closed:
+                return False
+            self.used += size
+            return True
+
+    def release(self, size: int) -> None:
+        with self._cond:
+            self.used -= size
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+
 class _RequestTimeouts:
     """Kafka's `request.timeout.ms`: fails requests still unanswered at their deadline.
 
@@ -194,6 +235,13 @@ class Producer:
     metadata and resend up to `retries` times, after `retry_backoff_ms`, on the producer's
     sender thread. A metadata refresh blocks `send` for at most `max_block_ms` (Kafka's
     max.block.ms); `timeout_ms` is how long the leader may wait for the ISR with acks=-1.
+
+    **Backpressure** (Kafka's `buffer.memory`). The batches sent and not yet answered may
+    hold `buffer_memory` bytes. A `send` that would go past it blocks until answers free
+    room, for at most `max_block_ms`; then its Future fails with REQUEST_TIMED_OUT and it is
+    not sent. So a caller faster than the brokers is slowed to their pace, and what waits
+    for them stays bounded. A batch larger than `buffer_memory` fails at once
+    (MESSAGE_TOO_LARGE); one blocked when the producer closes fails with NETWORK_EXCEPTION.
     """
 
     def __init__(
@@ -208,9 +256,12 @@ class Producer:
         max_block_ms: int = 5_000,
         max_request_size: int = 1024 * 1024,
         request_timeout_ms: int = 30_000,
+        buffer_memory: int = 32 * 1024 * 1024,
         name: str | None = None,
         clock: Clock | None = None,
     ) -> None:
+        if buffer_memory <= 0:
+            raise ValueError(f"buffer_memory must be > 0, got {buffer_memory}")
         self.acks = acks  # not checked here: the broker refuses a bad one (INVALID_REQUIRED_ACKS)
         self.timeout_ms = timeout_ms
         self.retries = retries
@@ -218,6 +269,8 @@ class Producer:
         self.retry_backoff_ms = retry_backoff_ms
         self.max_request_size = max_request_size
         self.request_timeout_ms = request_timeout_ms
+        self.max_block_ms = max_block_ms
+        self._buffer = _BufferMemory(buffer_memory)
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.client = Client(name or f"producer-{next(_names)}", directory, self.clock)
         self.metadata = ClientMetadata(self.client, bootstrap, timeout_s=max_block_ms / 1000)
@@ -304,13 +357,32 @@ class Producer:
             result=Future(),
             retries_left=self.retries,
         )
-        if len(data) > self.max_request_size:  # Kafka's RecordTooLargeException, not sent
+        size = len(data)
+        if size > self.max_request_size:  # Kafka's RecordTooLargeException, not sent
             self._failed(
                 batch,
                 ErrorCode.MESSAGE_TOO_LARGE,
-                f"the batch is {len(data)} bytes, above max_request_size={self.max_request_size}",
+                f"the batch is {size} bytes, above max_request_size={self.max_request_size}",
             )
+        elif size > self._buffer.total:
+            self._failed(
+                batch,
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"the batch is {size} bytes, above buffer_memory={self._buffer.total}",
+            )
+        elif not self._buffer.reserve(size, self.max_block_ms / 1000):
+            # not sent: no resend, and nothing said about where the leader is
+            if self._closed.is_set():
+                code, reason = ErrorCode.NETWORK_EXCEPTION, "the producer was closed"
+            else:
+                code, reason = (
+                    ErrorCode.REQUEST_TIMED_OUT,
+                    f"buffer_memory={self._buffer.total} bytes still full after "
+                    f"max_block_ms={self.max_block_ms}",
+                )
+            batch.result.set_exception(ProduceError(code, topic, partition, reason))
         else:
+            batch.result.add_done_callback(lambda _: self._buffer.release(size))
             self._attempt(batch)
         return batch.result
 
@@ -422,6 +494,7 @@ class Producer:
         lost, as when a connection drops), resends waiting for their backoff with their last
         error; later `send` calls raise RuntimeError."""
         self._closed.set()
+        self._buffer.close()  # a send blocked for room fails now
         self._sender.shutdown(wait=True)  # queued resends see the flag and fail their batch
         self._timeouts.abort_all(ErrorCode.NETWORK_EXCEPTION, "the producer was closed")
         self.client.close()
