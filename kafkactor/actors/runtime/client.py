@@ -77,7 +77,7 @@ class Client:
         )
         if tracing.is_enabled():
             log_send(envelope, to=address, broker=None)
-        return self.directory.tell(address, envelope)
+        return directory.tell(address, envelope)
 
     def _send(self, address: str, request: R) -> tuple[int, Future[Any]]:
         correlation_id = next(self._ids)
