@@ -69,6 +69,14 @@ def test_a_due_broker_that_left_is_not_sent_anything() -> None:
     assert channel.due({1: 10, 2: 20}, 500) == ([], None)
 
 
+def test_a_broker_that_left_before_it_was_due_leaves_no_wake_up() -> None:
+    channel = ControllerChannel()
+    channel.sent(1, 3, 30)
+    channel.answered(1, ErrorCode.NETWORK_EXCEPTION, LIVE, 0)
+    assert channel.due({1: 10, 2: 20}, 50) == ([], None)  # 3 was due at 100, and is gone
+    assert channel.due(LIVE, 500) == ([], None)
+
+
 def test_forget_and_clear_drop_what_was_sent() -> None:
     channel = ControllerChannel()
     channel.sent(1, 3, 30)
