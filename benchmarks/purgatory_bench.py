@@ -37,6 +37,14 @@ Search (per latency case and tracing mode): probes of ``--duration`` s from ``--
 doubling while sustained, then bisection to 10%, at most ``--max-probes``; the best rate is
 re-run (``--confirm``) because a probe near the ceiling can pass by luck, and a failure moves
 the answer down. ``--runs`` repeats each search: the rate is the median with the min-max range.
+
+Past the ceiling (``--overload``, 1.5 by default; 0 skips it): per latency case, with tracing
+off, one probe at that multiple of the highest sustained rate with the edge's mailbox bound
+(`Directory.edge_mailbox_limit`, the default 500: the generator waits while the purgatory's
+mailbox is full) and, as the baseline in the same process, one with no bound. Printed: answers
+per second while the generator runs, against the ceiling, and how late they came. The goal
+printed: with the bound, answers keep coming at >= 90% of the ceiling (the system degrades:
+answers come late; it does not collapse).
 """
 
 from __future__ import annotations
@@ -61,6 +69,7 @@ import _harness as h
 from kafkactor import tracing
 from kafkactor.actors.purgatory import ExpirationDelivery, Purgatory, PurgatoryActor, ReaperActor
 from kafkactor.actors.runtime import Client, Directory
+from kafkactor.actors.runtime.directory import EDGE_MAILBOX_LIMIT
 from kafkactor.messages import Envelope
 from kafkactor.messages.purgatory import AwaitValue, DelayOperation, KeyChanged, OperationResult
 from kafkactor.timer import SystemClock, Timer
@@ -75,6 +84,7 @@ SUSTAIN = 0.95
 BACKLOG_SLACK_S, RUNAWAY_S, DRAIN_S = 0.1, 1.0, 1.0
 GOAL_RATE = 50_000
 GOAL_ON_OFF = 0.5  # tracing on at least this share of tracing off
+GOAL_OVERLOAD = 0.9  # past the ceiling, answers per second at least this share of it
 MAX_RATE = 200_000
 BISECT_PRECISION = 0.10
 UNANSWERED, COMPLETED, EXPIRED, ERROR = 0, 1, 2, 3
@@ -238,6 +248,7 @@ class ProbeResult:
     target_rate: float
     achieved_rate: float
     answered_ratio: float  # answers in the window / answers due in it
+    answer_rate: float  # answers in the window / its length
     cpu_us_per_op: float
     sent: int
     completed: int
@@ -250,6 +261,7 @@ class ProbeResult:
     backlog_bound: int
     purged_per_op: float
     trace_bytes_per_op: float
+    edge_limit: int | None  # the directory's edge mailbox bound in this probe
     why: str  # empty when sustained
 
     @property
@@ -258,12 +270,18 @@ class ProbeResult:
 
 
 def run_probe(
-    case: LatencyCase, rate: float, args: argparse.Namespace, *, trace_on: bool, seed: int
+    case: LatencyCase,
+    rate: float,
+    args: argparse.Namespace,
+    *,
+    trace_on: bool,
+    seed: int,
+    edge_limit: int | None = EDGE_MAILBOX_LIMIT,
 ) -> ProbeResult:
     """A fresh actor system driven at `rate` for ``args.duration`` seconds, measured."""
     plan = build_plan(case, rate, args, seed)
     with h.traced(trace_on) as trace:
-        clock, directory = SystemClock(), Directory()
+        clock, directory = SystemClock(), Directory(edge_mailbox_limit=edge_limit)
         timer = Timer(clock, executor=ExpirationDelivery(directory, REAPER, clock, BROKER))
         reaper = ReaperActor.start(REAPER, directory, timer, clock, BROKER)
         actor = PurgatoryActor.start(PURGATORY, directory, timer, clock, BROKER)
@@ -299,7 +317,9 @@ def run_probe(
             actor.stop(timeout=30)
             client.close()
     done = (closed, outstanding_end, cpu_s, purgatory.purged, trace_bytes)
-    return summarise(case, rate, plan, client, generator, done, traced=trace_on)
+    return summarise(
+        case, rate, plan, client, generator, done, traced=trace_on, edge_limit=edge_limit
+    )
 
 
 def summarise(
@@ -311,6 +331,7 @@ def summarise(
     done: tuple[float, int, float, int, int],
     *,
     traced: bool,
+    edge_limit: int | None,
 ) -> ProbeResult:
     """Counts, rates, lateness and the verdict; `done`: the time the probe closed, the
     outstanding count at the generator's end, CPU seconds, entries purged, trace bytes."""
@@ -336,11 +357,13 @@ def summarise(
         reasons.append(f"answered {h.ratio(answered, due):.0%} of due")
     if outstanding_end > bound:
         reasons.append(f"backlog {outstanding_end}>{bound}")
+    window = max(end - start - WARMUP_S, 1e-9)
     return ProbeResult(
         case.name, traced, rate, plan.target_rate, achieved, h.ratio(answered, due),
-        cpu_s / sent * 1e6, client.sent, counts[COMPLETED], counts[EXPIRED], counts[ERROR],
-        counts[UNANSWERED], h.percentile(lateness, 50), h.percentile(lateness, 99),
-        outstanding_end, bound, purged / sent, trace_bytes / sent, "; ".join(reasons),
+        answered / window, cpu_s / sent * 1e6, client.sent, counts[COMPLETED],
+        counts[EXPIRED], counts[ERROR], counts[UNANSWERED], h.percentile(lateness, 50),
+        h.percentile(lateness, 99), outstanding_end, bound, purged / sent, trace_bytes / sent,
+        edge_limit, "; ".join(reasons),
     )  # fmt: skip
 
 
@@ -424,6 +447,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--start-rate", type=float, help="first probe's rate (2000; --quick 3000)")
     p.add_argument("--max-probes", type=h.positive_int, help="probes per search (8; --quick 5)")
     p.add_argument("--confirm", type=int, help="re-runs of the best rate (3; --quick 1)")
+    p.add_argument(
+        "--overload",
+        type=float,
+        default=1.5,
+        help="probe past the ceiling at this multiple of it, bounded and not (1.5; 0: skip)",
+    )
     default_cases = (LatencyCase(20, 60), LatencyCase(200, 400))
     args = h.fill(
         p.parse_args(argv),
@@ -461,6 +490,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 rates.append(rate)
                 probes += run_probes
             best[case.name, trace_on] = h.Spread.of(rates)
+    overloads = overload_probes(args, best, seed=args.seed + 500) if False in modes else []
     print(f"\n== Every probe ({model})")
     rows = [[p.case, "on" if p.tracing else "off", *probe_cells(p)] for p in probes]
     print(h.table(["case", "tracing", *PROBE_HEAD], rows))
@@ -492,9 +522,61 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"tracing on >= {GOAL_ON_OFF:.0%} of tracing off in every case",
             f"{low:.2f}",
         )
+    if overloads:
+        print_overloads(overloads, best)
     summary = [{"case": c, "tracing": t, "rate": s} for (c, t), s in best.items()]
-    h.finish(args, started, {"model": model, "best": summary, "probes": probes})
+    document = {"model": model, "best": summary, "probes": probes, "overload": overloads}
+    h.finish(args, started, document)
     return 0
+
+
+def overload_probes(
+    args: argparse.Namespace, best: dict[tuple[str, bool], h.Spread], *, seed: int
+) -> list[ProbeResult]:
+    """Per latency case, tracing off: a probe at ``--overload`` x the ceiling with the edge's
+    mailbox bound, then one without (the baseline)."""
+    if args.overload <= 0:
+        return []
+    probes = []
+    for case in args.latency:
+        ceiling = best[case.name, False].median
+        if not ceiling:
+            continue
+        rate = nice_rate(ceiling * args.overload)
+        for limit in (EDGE_MAILBOX_LIMIT, None):
+            probe = run_probe(case, rate, args, trace_on=False, seed=seed, edge_limit=limit)
+            probes.append(probe)
+            bound = f"edge mailbox bound {limit}" if limit else "no edge mailbox bound"
+            cells = h.pairs(PROBE_HEAD, probe_cells(probe))
+            print(f"  {cells}   ({case.name}, past the ceiling, {bound})", flush=True)
+    return probes
+
+
+def print_overloads(probes: list[ProbeResult], best: dict[tuple[str, bool], h.Spread]) -> None:
+    """The table past the ceiling, and the goal: answers keep coming with the bound."""
+    print("\n== Past the ceiling, tracing off: answers/s while the generator runs")
+    head = ["latency case", "edge bound", "target/s", "sent/s", "answers/s", "of ceiling"]
+    head += ["late p50 ms", "late p99 ms", "unanswered", "runaway"]
+    rows, shares = [], []
+    for p in probes:
+        share = p.answer_rate / best[p.case, False].median
+        if p.edge_limit is not None:
+            shares.append(share)
+        rows.append([
+            p.case, str(p.edge_limit or "none"), f"{p.target_rate:,.0f}",
+            f"{p.achieved_rate:,.0f}", f"{p.answer_rate:,.0f}", f"{share:.0%}",
+            h.num(p.lateness_p50_ms, ".0f"), h.num(p.lateness_p99_ms, ".0f"),
+            str(p.unanswered), "yes" if "runaway" in p.why else "no",
+        ])  # fmt: skip
+    print(h.table(head, rows))
+    print()
+    if shares:
+        low = min(shares)
+        print_goal(
+            low >= GOAL_OVERLOAD,
+            f"past the ceiling, answers/s >= {GOAL_OVERLOAD:.0%} of it with the edge bound",
+            f"{low:.0%}",
+        )
 
 
 def print_goal(met: bool, goal: str, measured: str) -> None:

@@ -112,6 +112,11 @@ def test_purgatory_bench(runs: dict[str, Run]) -> None:
     assert [b["tracing"] for b in document["best"]] == [False, True]
     assert {p["tracing"] for p in document["probes"]} == {False, True}
     assert all(p["errors"] == 0 for p in document["probes"])
+    # past the ceiling: bounded, then the unbounded baseline (none when no rate was sustained)
+    ceiling = next(b["rate"]["median"] for b in document["best"] if not b["tracing"])
+    overload = document["overload"]
+    assert [p["edge_limit"] for p in overload] == ([500, None] if ceiling else [])
+    assert ("Past the ceiling" in stdout) == bool(ceiling)
 
 
 @pytest.mark.timeout(WAIT_S + 10)

@@ -12,7 +12,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from kafkactor.actors.runtime import Client, Directory, addresses
+from kafkactor.actors.runtime import Client, Directory, MailboxFullError, addresses
+from kafkactor.clients.buffer_pool import BufferPool
 from kafkactor.clients.errors import ClientError, ProduceError
 from kafkactor.clients.metadata import ClientMetadata
 from kafkactor.common import TopicPartition
@@ -94,47 +95,6 @@ class _Attempt:
                 return False
             self._done = True
             return True
-
-
-class _BufferMemory:
-    """Kafka's `buffer.memory`: the bytes of batches sent and not yet answered.
-
-    `reserve` waits while another batch would not fit, until answers free room or the deadline
-    passes (Kafka's `max.block.ms`); `release` frees a batch's bytes once its Future is done.
-    `close` wakes every waiter. So a caller that sends faster than the brokers answer is slowed
-    down to their pace, and what waits for them stays bounded.
-    """
-
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.used = 0
-        self._cond = threading.Condition()
-        self._closed = False
-
-    def reserve(self, size: int, timeout_s: float) -> bool:
-        """Take `size` bytes (at most `total`); False when they were not free in time or the
-        producer closed meanwhile."""
-        deadline = time.monotonic() + timeout_s
-        with self._cond:
-            while self.used + size > self.total and not self._closed:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._cond.wait(left)
-            if self._closed:
-                return False
-            self.used += size
-            return True
-
-    def release(self, size: int) -> None:
-        with self._cond:
-            self.used -= size
-            self._cond.notify_all()
-
-    def close(self) -> None:
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
 
 
 class _RequestTimeouts:
@@ -242,6 +202,8 @@ class Producer:
     not sent. So a caller faster than the brokers is slowed to their pace, and what waits
     for them stays bounded. A batch larger than `buffer_memory` fails at once
     (MESSAGE_TOO_LARGE); one blocked when the producer closes fails with NETWORK_EXCEPTION.
+    A send also waits, up to `max_block_ms`, while the leader's replica manager has a full
+    mailbox (`Directory.edge_mailbox_limit`); past that it fails with REQUEST_TIMED_OUT.
     """
 
     def __init__(
@@ -270,9 +232,11 @@ class Producer:
         self.max_request_size = max_request_size
         self.request_timeout_ms = request_timeout_ms
         self.max_block_ms = max_block_ms
-        self._buffer = _BufferMemory(buffer_memory)
+        self._buffer = BufferPool(buffer_memory)
         self.clock: Clock = clock if clock is not None else SystemClock()
-        self.client = Client(name or f"producer-{next(_names)}", directory, self.clock)
+        self.client = Client(
+            name or f"producer-{next(_names)}", directory, self.clock, max_block_ms=max_block_ms
+        )
         self.metadata = ClientMetadata(self.client, bootstrap, timeout_s=max_block_ms / 1000)
         self._round_robin = itertools.count()
         self._sender = ThreadPoolExecutor(1, thread_name_prefix=f"{self.client.address}-sender")
@@ -421,7 +385,12 @@ class Producer:
             partitions=(ProducePartition(topic=topic, partition=partition, records=batch.data),),
         )
         if self.acks == 0:
-            if not self.client.tell_request(addresses.replica_manager(leader), request):
+            try:
+                delivered = self.client.tell_request(addresses.replica_manager(leader), request)
+            except MailboxFullError as full:
+                self._failed(batch, ErrorCode.REQUEST_TIMED_OUT, str(full))
+                return
+            if not delivered:
                 self._failed(batch, ErrorCode.NETWORK_EXCEPTION, f"broker {leader} is unreachable")
                 return
             batch.result.set_result(

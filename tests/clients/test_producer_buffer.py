@@ -68,6 +68,14 @@ class HoldingLeader:
         with self._lock:
             return len(self.held)
 
+    @property
+    def actor_inbox(self) -> HoldingLeader:
+        """What the directory measures a mailbox by: the held requests are its messages."""
+        return self
+
+    def qsize(self) -> int:
+        return self.count()
+
     def answer_next(self) -> None:
         with self._lock:
             request = self.held.pop(0)
@@ -182,3 +190,24 @@ def test_closing_the_producer_fails_a_send_blocked_for_room(
 def test_buffer_memory_must_be_positive(leader: HoldingLeader) -> None:
     with pytest.raises(ValueError, match="buffer_memory"):
         Producer(leader.directory, lambda: [1], buffer_memory=0)
+
+
+@pytest.mark.parametrize("acks", [1, 0])
+def test_a_send_to_a_leader_with_a_full_mailbox_fails_unsent_after_max_block_ms(acks: int) -> None:
+    leader = HoldingLeader(Directory(edge_mailbox_limit=1))
+    producer = Producer(leader.directory, lambda: [1], acks=acks, retries=0, max_block_ms=100)
+    try:
+        first = _send(producer)
+        wait_until(lambda: leader.count() == 1, message="one request held: the mailbox is full")
+        error = _send(producer).exception(WAIT_S)
+        assert isinstance(error, ProduceError)
+        assert error.error_code is ErrorCode.REQUEST_TIMED_OUT
+        assert "mailbox" in error.reason and "max_block_ms=100" in error.reason
+        assert leader.count() == 1  # the second batch was never sent
+        if acks:
+            leader.answer_next()
+            assert first.result(WAIT_S)[0].offset == 0
+            _send(producer)  # room again: sent
+            wait_until(lambda: leader.count() == 1, message="the next request sent")
+    finally:
+        producer.close()

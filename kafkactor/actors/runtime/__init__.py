@@ -6,13 +6,14 @@ a `Client` is the blocking edge where callers outside the actor system send requ
 
 from kafkactor.actors.runtime import addresses, hops
 from kafkactor.actors.runtime.actor import TraceContext, TracedActor, UnhandledMessageError, handles
-from kafkactor.actors.runtime.client import Client, RequestTimeoutError
+from kafkactor.actors.runtime.client import Client, MailboxFullError, RequestTimeoutError
 from kafkactor.actors.runtime.directory import Directory, Mailbox
 
 __all__ = [
     "Client",
     "Directory",
     "Mailbox",
+    "MailboxFullError",
     "RequestTimeoutError",
     "TraceContext",
     "TracedActor",

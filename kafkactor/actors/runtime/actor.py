@@ -10,7 +10,7 @@ from typing import Any, ClassVar, TypeVar
 import pykka
 
 from kafkactor import tracing
-from kafkactor.actors.runtime.directory import Directory
+from kafkactor.actors.runtime.directory import Directory, mark_actor_thread
 from kafkactor.actors.runtime.hops import log_recv, log_send, new_envelope, travels_bare
 from kafkactor.messages import Envelope, ErrorCode, ErrorResponse, Request, Response
 from kafkactor.timer import Clock, SystemClock
@@ -86,6 +86,7 @@ class TracedActor(pykka.ThreadingActor):
     # -- lifecycle -----------------------------------------------------------------------------
 
     def on_start(self) -> None:
+        mark_actor_thread()  # a Client used from a handler never waits for room
         self.directory.register(self.address, self.actor_ref)
 
     def on_stop(self) -> None:

@@ -10,7 +10,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
 
 from kafkactor import tracing
-from kafkactor.actors.runtime.directory import Directory
+from kafkactor.actors.runtime.directory import Directory, on_actor_thread
 from kafkactor.actors.runtime.hops import log_recv, log_send, new_envelope, travels_bare
 from kafkactor.messages import Envelope, ErrorCode, ErrorResponse, Request, Response
 from kafkactor.timer import Clock, SystemClock
@@ -22,6 +22,16 @@ class RequestTimeoutError(TimeoutError):
     """No response arrived within the caller's timeout."""
 
 
+class MailboxFullError(TimeoutError):
+    """A request was not sent: the actor's mailbox stayed at the directory's edge limit for
+    the client's `max_block_ms` (Kafka's producer fails a send that waits past max.block.ms
+    the same way: unsent)."""
+
+
+# How long a Client waits for room in a full mailbox by default: Kafka's max.block.ms.
+MAX_BLOCK_MS = 60_000
+
+
 class Client:
     """A non-actor participant with its own address (`client/<name>`), e.g. a test or producer.
 
@@ -29,11 +39,27 @@ class Client:
     trace, and returns a Future resolved by the response. Responses arrive through `tell`, on
     whichever actor thread sends them; blocking happens only at this edge, never in an actor.
     An undeliverable request resolves at once with an `ErrorResponse` (NETWORK_EXCEPTION).
+
+    Backpressure: a request sent from a thread that is not an actor's first waits, up to
+    `max_block_ms`, while the target actor's mailbox holds the directory's
+    `edge_mailbox_limit` messages or more (`Directory.await_room`). Past that the request is
+    not sent: `request` answers REQUEST_TIMED_OUT, `send_request` and `tell_request` raise
+    `MailboxFullError`. From an actor's thread (a callback that sends again) it never waits.
     """
 
-    def __init__(self, name: str, directory: Directory, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        directory: Directory,
+        clock: Clock | None = None,
+        *,
+        max_block_ms: int = MAX_BLOCK_MS,
+    ) -> None:
+        if max_block_ms < 0:
+            raise ValueError(f"max_block_ms must not be negative, not {max_block_ms}")
         self.address = f"client/{name}"
         self.directory = directory
+        self.max_block_ms = max_block_ms
         self.clock: Clock = clock if clock is not None else SystemClock()
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -55,12 +81,25 @@ class Client:
 
     def send_request(self, address: str, request: R, correlation_id: int) -> bool:
         """Send `request` under a correlation id of the caller's choosing, with no Future: for
-        a subclass whose `tell` takes the responses itself. False if undeliverable."""
+        a subclass whose `tell` takes the responses itself. False if undeliverable;
+        `MailboxFullError` if the actor's mailbox stayed full for `max_block_ms`."""
+        self._await_room(address)
         return self._deliver(address, request, correlation_id)
 
     def tell_request(self, address: str, request: R) -> bool:
-        """Send `request` expecting no response (e.g. acks=0 produce); False if undeliverable."""
+        """Send `request` expecting no response (e.g. acks=0 produce); False if undeliverable;
+        `MailboxFullError` if the actor's mailbox stayed full for `max_block_ms`."""
+        self._await_room(address)
         return self._deliver(address, request, next(self._ids))
+
+    def _await_room(self, address: str) -> None:
+        """Wait for room in the mailbox at `address` (not on an actor's thread)."""
+        if on_actor_thread() or self.directory.await_room(address, self.max_block_ms / 1000):
+            return
+        raise MailboxFullError(
+            f"the mailbox of {address} held {self.directory.edge_mailbox_limit} messages or more"
+            f" for max_block_ms={self.max_block_ms}; the request was not sent"
+        )
 
     def _deliver(self, address: str, request: R, correlation_id: int) -> bool:
         """Stamp `request` as ours and send it in a new trace; False if undeliverable."""
@@ -84,6 +123,17 @@ class Client:
         future: Future[Any] = Future()
         with self._lock:
             self._pending[correlation_id] = future
+        try:
+            self._await_room(address)
+        except MailboxFullError as full:
+            self._resolve(
+                ErrorResponse(
+                    correlation_id=correlation_id,
+                    error_code=ErrorCode.REQUEST_TIMED_OUT,
+                    message=str(full),
+                )
+            )
+            return correlation_id, future
         if not self._deliver(address, request, correlation_id):
             self._resolve(
                 ErrorResponse(
