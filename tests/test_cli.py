@@ -15,6 +15,7 @@ import pytest
 
 from kafkactor import __version__
 from kafkactor.demo import run_demo
+from tests.conftest import EarlyRun
 
 KAFKACTOR = [sys.executable, "-m", "kafkactor.cli"]
 INSTALL_THE_EXTRA = "pip install 'kafkactor[analytics]'"
@@ -121,11 +122,13 @@ def test_the_demo_survives_a_leader_crash_and_loses_no_acks_all_record(tmp_path:
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
+# Spark's start and the analysis take most of it (~1 min alone, 3 on a loaded machine): it
+# starts with the session and runs beside the tests before it (tests/conftest.py)
+@pytest.mark.early(*KAFKACTOR, "demo", "--seconds", "3", "--events", "out.jsonl", timeout_s=280)
 def test_the_demo_command_prints_a_summary_a_trace_writes_the_log_and_analyses_it(
-    tmp_path: Path,
+    early_run: EarlyRun,
 ) -> None:
-    # Spark's start and the analysis take most of it: ~1 min alone, 3 on a loaded machine
-    done = run("demo", "--seconds", "3", "--events", "out.jsonl", cwd=tmp_path, timeout_s=280)
+    done, tmp_path = early_run.wait(), early_run.cwd
     assert done.returncode == 0, done.stderr
     assert "acks=all records acked" in done.stdout
     assert "the slowest produce request" in done.stdout
