@@ -1,10 +1,12 @@
 """Suite-wide: commands that start with the session, for the slowest subprocess tests.
 
 A test marked ``@pytest.mark.early(*argv, timeout_s=N)`` runs a command as a user would (its
-own process, in an empty directory of its own). The command starts as soon as collection
-ends, when the test is among those selected, so that it runs beside the tests before it; the
-test takes it with the `early_run` fixture and waits for it. It runs at a lower priority, so
-the tests in the foreground keep their core. The demo and the example that each
+own process, in an empty directory of its own). When the test is among those selected, the
+command starts long before the test, and runs beside the tests before it; the test takes it
+with the `early_run` fixture and waits for it. It runs at a lower priority, so the tests in
+the foreground keep their core. It starts once the tests that use this process's own Spark
+session (the `spark` fixture) are done, or when collection ends if none is selected: a
+JVM beside that session slowed both down. The demo and the example that each
 start Spark's JVM spend most of a minute waiting on it, while the rest of the suite leaves one
 of the machine's two cores idle: started early, they cost the run almost nothing.
 """
@@ -77,7 +79,42 @@ class EarlyRun:
         shutil.rmtree(self._scratch, ignore_errors=True)
 
 
-_STARTED: dict[str, EarlyRun] = {}
+class _EarlyRuns:
+    """The session's early commands: those waiting for their start, and those started."""
+
+    def __init__(self) -> None:
+        self.started: dict[str, EarlyRun] = {}
+        self.pending: list[pytest.Item] = []
+        self.start_after: str | None = None  # the last selected test using the `spark` fixture
+
+    def plan(self, items: Sequence[pytest.Item]) -> None:
+        self.pending = [item for item in items if item.get_closest_marker("early")]
+        spark = [item.nodeid for item in items if "spark" in getattr(item, "fixturenames", ())]
+        self.start_after = spark[-1] if spark else None
+        if self.start_after is None:
+            self.start_pending()
+
+    def start_pending(self) -> None:
+        for item in self.pending:
+            self.started[item.nodeid] = _start(item)
+        self.pending.clear()
+
+    def take(self, item: pytest.Item) -> EarlyRun:
+        """`item`'s run (started now if it was not: its test came before its start)."""
+        run = self.started.pop(item.nodeid, None)
+        if run is None:
+            self.pending = [other for other in self.pending if other is not item]
+            run = _start(item)
+        return run
+
+    def stop_all(self) -> None:
+        for run in self.started.values():  # the tests that never ran (a failure with -x, say)
+            run.stop()
+        self.started.clear()
+        self.pending.clear()
+
+
+_EARLY = _EarlyRuns()
 
 
 def _start(item: pytest.Item) -> EarlyRun:
@@ -87,27 +124,26 @@ def _start(item: pytest.Item) -> EarlyRun:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    if session.config.option.collectonly:
-        return
-    for item in session.items:
-        if item.get_closest_marker("early") is not None:
-            _STARTED[item.nodeid] = _start(item)
+    if not session.config.option.collectonly:
+        _EARLY.plan(session.items)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    if item.nodeid == _EARLY.start_after:
+        _EARLY.start_pending()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    for run in _STARTED.values():  # the tests that never ran (a failure with -x, say)
-        run.stop()
-    _STARTED.clear()
+    _EARLY.stop_all()
 
 
 @pytest.fixture
 def early_run(request: pytest.FixtureRequest) -> Iterator[EarlyRun]:
-    """This test's early command (started now if collection did not start it)."""
+    """This test's early command."""
     node = request.node
-    run = _STARTED.pop(node.nodeid, None)
-    if run is None:
-        assert isinstance(node, pytest.Item)
-        run = _start(node)
+    assert isinstance(node, pytest.Item)
+    run = _EARLY.take(node)
     try:
         yield run
     finally:
