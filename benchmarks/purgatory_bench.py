@@ -556,19 +556,25 @@ def print_overloads(probes: list[ProbeResult], best: dict[tuple[str, bool], h.Sp
     """The table past the ceiling, and the goal: answers keep coming with the bound."""
     print("\n== Past the ceiling, tracing off: answers/s while the generator runs")
     head = ["latency case", "edge bound", "target/s", "sent/s", "answers/s", "of ceiling"]
-    head += ["late p50 ms", "late p99 ms", "unanswered", "runaway"]
+    head += ["vs none", "late p50 ms", "late p99 ms", "unanswered", "runaway"]
+    unbounded = {p.case: p.answer_rate for p in probes if p.edge_limit is None}
     rows, shares = [], []
     for p in probes:
         share = p.answer_rate / best[p.case, False].median
+        versus = "-"
         if p.edge_limit is not None:
             shares.append(share)
+            versus = h.num(h.ratio(p.answer_rate, unbounded.get(p.case, math.nan)), ".2f")
         rows.append([
             p.case, str(p.edge_limit or "none"), f"{p.target_rate:,.0f}",
-            f"{p.achieved_rate:,.0f}", f"{p.answer_rate:,.0f}", f"{share:.0%}",
+            f"{p.achieved_rate:,.0f}", f"{p.answer_rate:,.0f}", f"{share:.0%}", versus,
             h.num(p.lateness_p50_ms, ".0f"), h.num(p.lateness_p99_ms, ".0f"),
             str(p.unanswered), "yes" if "runaway" in p.why else "no",
         ])  # fmt: skip
-    print(h.table(head, rows))
+    print(h.table(head, rows, notes=[
+        "vs none: answers/s with the bound / without it, in the same run (the baseline)",
+        "unanswered: still unanswered when the probe closed (generator end + 1.2 s)",
+    ]))  # fmt: skip
     print()
     if shares:
         low = min(shares)
