@@ -39,8 +39,8 @@ from kafkactor.actors.runtime import Client, Directory, RequestTimeoutError, Tra
 from kafkactor.messages import Envelope, ErrorCode, ErrorResponse, Request, Response
 from kafkactor.messages.purgatory import AwaitValue, DelayOperation, KeyChanged, OperationResult
 from kafkactor.timer import Clock, ManualClock, SystemClock, Timer
+from tests.actors.runtime.conftest import WAIT_S, Actors
 
-WAIT_S = 5.0  # a generous bound for anything that must happen
 PENDING_S = 0.2  # how long a future that must stay pending is watched
 
 # -- tracing: capture the event log, restore whatever was configured before ---------------------
@@ -71,37 +71,7 @@ def events() -> Iterator[EventLog]:
         yield EventLog(stream)
 
 
-# -- actors started by a test are stopped by its teardown -------------------------------------
-
-
-class Actors:
-    """Starts actors for one test and stops them all (in reverse order) afterwards."""
-
-    def __init__(self) -> None:
-        self.refs: list[pykka.ActorRef[Any]] = []
-
-    def start(self, actor_class: type[TracedActor], *args: Any, **kwargs: Any) -> Any:
-        ref = actor_class.start(*args, **kwargs)
-        self.refs.append(ref)
-        return ref
-
-    def stop_all(self) -> None:
-        for ref in reversed(self.refs):
-            if ref.is_alive():
-                ref.stop(block=True, timeout=WAIT_S)
-        ours = {id(ref) for ref in self.refs}
-        if any(id(ref) in ours for ref in pykka.ActorRegistry.get_all()):
-            pykka.ActorRegistry.stop_all(block=True, timeout=WAIT_S)  # the last resort
-
-
-@pytest.fixture
-def actors() -> Iterator[Actors]:
-    started = Actors()
-    try:
-        yield started
-    finally:
-        started.stop_all()
-        assert not any(ref.is_alive() for ref in started.refs)
+# -- actors started by a test are stopped by its teardown (conftest.py's `actors`) -------------
 
 
 @pytest.fixture

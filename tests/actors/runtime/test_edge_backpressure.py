@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import Future
 from typing import Any
 
@@ -26,21 +25,13 @@ from kafkactor.actors.runtime import (
     handles,
 )
 from kafkactor.messages import ErrorCode, ErrorResponse, Request
-from tests.actors.runtime.test_actors import WAIT_S, Actors, Echo, EchoActor, Echoed, hold
+from tests.actors.runtime.conftest import WAIT_S, Actors
+from tests.actors.runtime.test_actors import Echo, EchoActor, Echoed, hold
 
 pytestmark = pytest.mark.timeout(30)
 
 LIMIT = 2
 ECHO = "test/echo"
-
-
-@pytest.fixture
-def actors() -> Iterator[Actors]:
-    started = Actors()
-    try:
-        yield started
-    finally:
-        started.stop_all()
 
 
 class ObservedPause:
