@@ -15,7 +15,8 @@ from typing import Final
 
 # The pure cores on the hot path: the timing wheel, its buckets and the SystemTimer over them,
 # the purgatory's DelayedOperation and watch lists, the record batch reader and validator
-# every produce goes through, and the batch builder the in-process producer encodes with.
+# every produce goes through, the batch builder the in-process producer encodes with, and the
+# log's append path around them (log, segment and the offset and time indexes).
 # setup.py reads this tuple (as a literal, without importing kafkactor) to know what to compile.
 MYPYC_MODULES: Final = (
     "kafkactor.timer.task",
@@ -25,6 +26,11 @@ MYPYC_MODULES: Final = (
     "kafkactor.actors.purgatory.purgatory",
     "kafkactor.storage.record_batch",
     "kafkactor.storage.records",
+    "kafkactor.storage.abstract_index",
+    "kafkactor.storage.index",
+    "kafkactor.storage.time_index",
+    "kafkactor.storage.segment",
+    "kafkactor.storage.log",
 )
 
 

@@ -141,7 +141,7 @@ class AbstractIndex(ABC):
         self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             self._load()
-            if self._problem is None:
+            if self._is_sound():
                 self._set_length(max(self.max_index_size, self.size_in_bytes))
         except BaseException:
             self._close_fd()
@@ -354,6 +354,11 @@ class AbstractIndex(ABC):
         fd, self._fd = self._fd, None
         if fd is not None:
             os.close(fd)
+
+    def _is_sound(self) -> bool:
+        """No problem found on load. (A method, not a test of `_problem` right after `__init__`
+        set it to None: mypyc would keep that narrowing across `_load` and refuse the str.)"""
+        return self._problem is None
 
     def _load(self) -> None:
         size = self.ENTRY_SIZE
