@@ -83,13 +83,11 @@ class Client:
         """Send `request` under a correlation id of the caller's choosing, with no Future: for
         a subclass whose `tell` takes the responses itself. False if undeliverable;
         `MailboxFullError` if the actor's mailbox stayed full for `max_block_ms`."""
-        self._await_room(address)
         return self._deliver(address, request, correlation_id)
 
     def tell_request(self, address: str, request: R) -> bool:
         """Send `request` expecting no response (e.g. acks=0 produce); False if undeliverable;
         `MailboxFullError` if the actor's mailbox stayed full for `max_block_ms`."""
-        self._await_room(address)
         return self._deliver(address, request, next(self._ids))
 
     def _await_room(self, address: str) -> None:
@@ -102,7 +100,9 @@ class Client:
         )
 
     def _deliver(self, address: str, request: R, correlation_id: int) -> bool:
-        """Stamp `request` as ours and send it in a new trace; False if undeliverable."""
+        """Wait for room, stamp `request` as ours and send it in a new trace; False if
+        undeliverable, `MailboxFullError` if no room came within `max_block_ms`."""
+        self._await_room(address)
         stamped = dataclasses.replace(request, reply_to=self.address, correlation_id=correlation_id)
         directory = self.directory
         if travels_bare(directory):
@@ -124,7 +124,7 @@ class Client:
         with self._lock:
             self._pending[correlation_id] = future
         try:
-            self._await_room(address)
+            delivered = self._deliver(address, request, correlation_id)
         except MailboxFullError as full:
             self._resolve(
                 ErrorResponse(
@@ -134,7 +134,7 @@ class Client:
                 )
             )
             return correlation_id, future
-        if not self._deliver(address, request, correlation_id):
+        if not delivered:
             self._resolve(
                 ErrorResponse(
                     correlation_id=correlation_id,
