@@ -53,8 +53,9 @@ def test_every_example_is_listed() -> None:
     assert sorted(p.name for p in EXAMPLES.glob("*.py")) == sorted(PROMISES)
 
 
-# examples that start with the session and run beside the tests before them (Spark's JVM
-# spends most of a minute starting and warming up; tests/conftest.py)
+# examples whose command starts early (once this process's Spark tests are done) and runs
+# beside the tests before them (Spark's JVM spends most of a minute starting and warming up;
+# tests/conftest.py)
 EARLY = {"analyze_events.py"}
 
 
