@@ -186,7 +186,11 @@ def test_healed_follower_catches_up_and_rejoins_the_isr(events: EventLog) -> Non
         cluster.create_topic(TOPIC, partitions=1, replication_factor=3, config=MIN_ISR_2)
         leader = cluster.leader(TOPIC, 0)
         follower = next(b for b in (1, 2, 3) if b != leader)
-        fetcher = actor_ref(cluster, addresses.fetcher(follower, leader)).proxy()
+        address = addresses.fetcher(follower, leader)
+        # create_topic returns once the controller elected; the follower starts its fetcher
+        # when its LeaderAndIsr arrives, a moment later
+        wait_until(lambda: cluster.directory.resolve(address) is not None, message=address)
+        fetcher = actor_ref(cluster, address).proxy()
         settled = wait_until(lambda: (n := fetcher.fetches.get(timeout=WAIT_S)) >= 3 and n)
         wait_until(  # isolate while a fresh long poll is out, as almost any moment would be
             lambda: fetcher.fetches.get(timeout=WAIT_S) > settled, message="a fresh fetch"
