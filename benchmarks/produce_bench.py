@@ -395,6 +395,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     errors = sum(p.errors for p in probes)
     if errors:
         print(f"{errors} request(s) failed or went unanswered", file=sys.stderr)
+        for p in probes:
+            if p.errors:
+                first = p.first_error or "none failed: unanswered after the drain"
+                print(
+                    f"  acks={p.acks} batch={p.batch} tracing={p.tracing} in-flight"
+                    f" {p.in_flight}: {p.errors}; first error: {first}",
+                    file=sys.stderr,
+                )
     return 1 if errors else 0
 
 
