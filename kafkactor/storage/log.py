@@ -34,9 +34,9 @@ from kafkactor.storage.producer_state import (
     StoredProducerBatch,
     read_producer_batches,
 )
-from kafkactor.storage.record_batch import RecordBatch, iter_batches, stamp_batches
+from kafkactor.storage.record_batch import RecordBatch, iter_batches, stamped_chunks
 from kafkactor.storage.records import NO_TIMESTAMP, BytesLike, Record, build_batch
-from kafkactor.storage.segment import LogSegment
+from kafkactor.storage.segment import BatchHeader, LogSegment
 from kafkactor.storage.time_index import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetAndTimestamp
 from kafkactor.timer import Clock, Scheduler, SystemClock
 
@@ -71,6 +71,26 @@ def _duplicate_append(duplicate: DuplicateBatch, batches: list[RecordBatch]) -> 
         size_in_bytes=0,
         duplicate=True,
     )
+
+
+def _stored_headers(
+    batches: list[RecordBatch], position: int, first: int, leader_epoch: int | None
+) -> list[BatchHeader]:
+    """The headers `batches` will have in a segment from file `position` on: restamped with
+    offsets from `first` and the leader's epoch, or (a follower's, no epoch) as they are."""
+    headers = []
+    offset = first
+    for batch in batches:
+        size = batch.size_in_bytes
+        if leader_epoch is None:
+            base, epoch = batch.base_offset, batch.leader_epoch
+        else:
+            base, epoch = offset, leader_epoch
+        last = base + batch.last_offset_delta
+        headers.append(BatchHeader(position, base, size, last, batch.max_timestamp, epoch))
+        position += size
+        offset = last + 1
+    return headers
 
 
 class Log:
@@ -203,17 +223,17 @@ class Log:
             first = self.log_end_offset
             if isinstance(records, bytes | bytearray | memoryview):
                 # Untrusted producer bytes: every record's framing is checked (Kafka's
-                # LogValidator walks the records of an uncompressed batch too), then the batches
-                # are stamped in one copy of the buffer.
-                data = bytearray(records)
-                batches = self._validated(data, deep=True)
+                # LogValidator walks the records of an uncompressed batch too), where they are.
+                # The write then restamps each batch's first 16 bytes and sends the rest of
+                # the producer's bytes as they came: no copy of the records.
+                batches = self._validated(records, deep=True)
                 if self.config.compact:
                     self._check_keys(batches)
                 duplicate = self._producers.validate_leader_append(batches)
                 if duplicate is not None:
                     return _duplicate_append(duplicate, batches)
-                end = stamp_batches(data, batches, first, leader_epoch)
-                info = self._append(data, batches, first, end - 1, leader_epoch)
+                chunks, end = stamped_chunks(batches, first, leader_epoch)
+                info = self._append(chunks, batches, first, end - 1, leader_epoch)
                 offset = first
                 for batch in batches:  # their views still hold the producer's base offsets
                     self._producers.update(batch, offset, offset + batch.last_offset_delta)
@@ -225,7 +245,7 @@ class Log:
                 raise CorruptRecordError(self._keyless_message(), 0)
             built = build_batch(records, first, leader_epoch)
             return self._append(
-                built,
+                [built],
                 [RecordBatch(built, verify_crc=False)],
                 first,
                 first + len(records) - 1,
@@ -251,7 +271,7 @@ class Log:
                     )
                 expected = batch.last_offset + 1
             info = self._append(
-                records, batches, batches[0].base_offset, batches[-1].last_offset, None
+                [records], batches, batches[0].base_offset, batches[-1].last_offset, None
             )
             self._producers.update_from_batches(batches)
             return info
@@ -273,14 +293,18 @@ class Log:
 
     def _append(
         self,
-        data: BytesLike,
+        chunks: list[BytesLike],
         batches: list[RecordBatch],
         first: int,
         last: int,
         leader_epoch: int | None,
     ) -> LogAppendInfo:
-        """Write validated batches; `leader_epoch` is the leader's, None for a follower."""
+        """Write validated batches, whose bytes are `chunks` back to back; `leader_epoch` is
+        the leader's (the batches are stored with offsets from `first` and that epoch), None
+        for a follower (stored as they are)."""
+        size = 0
         for batch in batches:
+            size += batch.size_in_bytes
             if batch.size_in_bytes > self.config.max_message_bytes:
                 raise RecordTooLargeError(
                     f"{self.topic_partition}: batch of {batch.size_in_bytes} bytes exceeds "
@@ -296,8 +320,13 @@ class Log:
             self._epochs.assign(leader_epoch, first)
         max_timestamp = max(batch.max_timestamp for batch in batches)
         records = sum(batch.record_count for batch in batches)
-        segment = self._maybe_roll(len(data), first, last, max_timestamp)
-        segment.append(data, largest_offset=last, max_timestamp=max_timestamp)
+        segment = self._maybe_roll(size, first, last, max_timestamp)
+        segment.append_batches(
+            chunks,
+            _stored_headers(batches, segment.size, first, leader_epoch),
+            largest_offset=last,
+            max_timestamp=max_timestamp,
+        )
         self._unflushed_records += records
         limit = self.config.flush_interval_messages
         if limit is not None and self._unflushed_records >= limit:
@@ -308,7 +337,7 @@ class Log:
             max_timestamp=max_timestamp,
             record_count=records,
             batch_count=len(batches),
-            size_in_bytes=len(data),
+            size_in_bytes=size,
         )
 
     def _maybe_roll(

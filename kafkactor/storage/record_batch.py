@@ -7,7 +7,7 @@ hardware CRC-32C per batch) and hands out zero-copy ``RecordBatch`` views (Kafka
 ``deep=True``) walk the varint-framed records (Kafka's ``DefaultRecord.readFrom``), strictly;
 a compressed batch's records are decompressed first (``kafkactor.storage.compression``) and
 walked the same way, while its bytes stay as the producer compressed them.
-``stamp_batches`` / ``RecordBatch.restamp`` are a leader's offset and epoch assignment in place.
+``stamped_chunks`` / ``RecordBatch.restamp`` are a leader's offset and epoch assignment.
 The format itself, and building batches, is ``kafkactor.storage.records``.
 """
 
@@ -49,7 +49,7 @@ __all__ = [
     "RecordBatch",
     "batch_size_at",
     "iter_batches",
-    "stamp_batches",
+    "stamped_chunks",
 ]
 
 _UINT32_MAX: Final = 2**32 - 1
@@ -61,6 +61,10 @@ _PREFIX = struct.Struct(">qi")  # baseOffset, batchLength
 _HEADER = struct.Struct(">qiibIhiqqqhii")  # the whole 61-byte header
 _INT64 = struct.Struct(">q")
 _INT32 = struct.Struct(">i")
+# baseOffset, batchLength, partitionLeaderEpoch: the fields before the magic byte
+_STAMPED_PREFIX = struct.Struct(">qii")
+_STAMPED_PREFIX_SIZE: Final = 16
+assert _STAMPED_PREFIX.size == _STAMPED_PREFIX_SIZE
 assert _HEADER.size == RECORD_BATCH_OVERHEAD
 
 _BASE_OFFSET_OFFSET: Final = 0
@@ -128,6 +132,8 @@ def iter_batches(
     view = _as_byte_view(buf)
     end = len(view)
     _check_range("start_position", start_position, 0, end)
+    # Records in `bytes` are walked where they are; anything else is copied per batch first.
+    whole = buf if isinstance(buf, bytes) else None
     position = start_position
     while position < end:
         size = batch_size_at(view, position, max_batch_size)
@@ -140,7 +146,12 @@ def iter_batches(
             raise TruncatedBatchError(
                 f"batch of {size} bytes but only {end - position} bytes remain", position
             )
-        yield RecordBatch._at(view[position : position + size], position, verify_crc, deep)
+        batch = RecordBatch._at(
+            view[position : position + size], position, verify_crc, deep and whole is None
+        )
+        if deep and whole is not None:
+            batch._validate_records_in(whole, position)
+        yield batch
         position += size
 
 
@@ -322,10 +333,22 @@ class RecordBatch:
             self._walk_decompressed(materialize=False)
             return
         data = self._buffer.tobytes()
-        if _framing_is_plain(data, RECORD_BATCH_OVERHEAD, header[12], header[6]):
+        if _framing_is_plain(data, RECORD_BATCH_OVERHEAD, len(data), header[12], header[6]):
             return
         # the careful reader: it names what is wrong
         self._walk(data, RECORD_BATCH_OVERHEAD, materialize=False)
+
+    def _validate_records_in(self, data: bytes, start: int) -> None:
+        """``validate_records``, reading the records from ``data`` (which holds this batch at
+        ``start``) instead of a copy of the batch: the leader's check of every produce."""
+        header = self._header
+        if header[5] & _CODEC_MASK:
+            self._walk_decompressed(materialize=False)
+            return
+        first = start + RECORD_BATCH_OVERHEAD
+        end = start + header[1] + LOG_OVERHEAD
+        if not _framing_is_plain(data, first, end, header[12], header[6]):
+            self._walk(self._buffer.tobytes(), RECORD_BATCH_OVERHEAD, materialize=False)
 
     def _walk_decompressed(self, *, materialize: bool) -> list[StoredRecord]:
         """A compressed batch's records, walked as strictly as any in their decompressed bytes.
@@ -335,7 +358,7 @@ class RecordBatch:
         header = self._header
         codec = header[5] & _CODEC_MASK
         data = decompress(codec, self._buffer[RECORD_BATCH_OVERHEAD:], position=self._position)
-        if not materialize and _framing_is_plain(data, 0, header[12], header[6]):
+        if not materialize and _framing_is_plain(data, 0, len(data), header[12], header[6]):
             return []
         try:
             return self._walk(data, 0, materialize=materialize)
@@ -398,23 +421,25 @@ class RecordBatch:
         return bytes(out)
 
 
-def stamp_batches(
-    buf: bytearray, batches: Sequence[RecordBatch], base_offset: int, leader_epoch: int
-) -> int:
-    """Assign consecutive offsets from `base_offset` and the leader epoch to batches in place.
+def stamped_chunks(
+    batches: Sequence[RecordBatch], base_offset: int, leader_epoch: int
+) -> tuple[list[BytesLike], int]:
+    """The bytes of `batches` with consecutive offsets from `base_offset` and the leader epoch,
+    as chunks to write back to back; also the offset after the last batch.
 
-    `batches` are views returned by `iter_batches` over the same bytes as `buf` (their
-    `position` locates each in `buf`). The CRCs stay valid (see `RecordBatch.restamp`). This is
-    a leader's append without a copy per batch. Returns the offset after the last batch.
+    Per batch, its first 16 bytes (baseOffset, batchLength, partitionLeaderEpoch) re-packed and
+    a zero-copy view of the rest. The CRCs stay valid (see `RecordBatch.restamp`). This is a
+    leader's append without a copy of the producer's bytes.
     """
     _check_range("leader_epoch", leader_epoch, -(2**31), _INT32_MAX)
+    chunks: list[BytesLike] = []
     offset = base_offset
     for batch in batches:
         _check_range("base_offset", offset, 0, _INT64_MAX - batch.last_offset_delta)
-        _INT64.pack_into(buf, batch.position + _BASE_OFFSET_OFFSET, offset)
-        _INT32.pack_into(buf, batch.position + _PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
+        chunks.append(_STAMPED_PREFIX.pack(offset, batch.batch_length, leader_epoch))
+        chunks.append(batch.buffer[_STAMPED_PREFIX_SIZE:])
         offset += batch.last_offset_delta + 1
-    return offset
+    return chunks, offset
 
 
 def _check_header(
@@ -451,16 +476,15 @@ def _check_header(
 
 
 def _framing_is_plain(  # noqa: PLR0911, PLR0912 - one flat loop: the produce hot path
-    data: bytes, pos: int, count: int, last_offset_delta: int
+    data: bytes, pos: int, end: int, count: int, last_offset_delta: int
 ) -> bool:
-    """Whether ``count`` records from ``pos`` to the end of ``data`` are well framed, on the
+    """Whether ``count`` records from ``pos`` to ``end`` in ``data`` are well framed, on the
     common path only: every varint of one or two bytes and no headers.
 
     True means valid. False means "not decided here" (a longer varint, a header, or anything
     wrong); the careful ``_RecordReader`` then checks again and names the problem. This loop
     is the leader's per-record check on every produce, so it avoids calls and objects.
     """
-    end = len(data)
     previous = -1
     for _ in range(count):
         if pos + 2 > end:

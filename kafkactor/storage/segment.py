@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +27,7 @@ SWAP_SUFFIX = ".swap"
 # skipped).
 _HEADER = struct.Struct(">qiib4x2xi8xq")
 _MAX_RELATIVE_OFFSET = 2**31 - 1
+_MAX_IOV = 1024  # buffers per pwritev (Linux's IOV_MAX)
 # Walking batch headers reads the file in chunks: a small first read (an index entry is at most
 # ~index_interval_bytes before the target), then larger ones.
 _FIRST_SCAN_CHUNK = 4 * 1024
@@ -95,6 +96,21 @@ class _Recovery:
 def _header_in(buf: BytesLike, offset: int, position: int) -> BatchHeader:
     base, length, epoch, _magic, last_delta, max_ts = _HEADER.unpack_from(buf, offset)
     return BatchHeader(position, base, length + LOG_OVERHEAD, base + last_delta, max_ts, epoch)
+
+
+def _write_chunks(fd: int, chunks: Sequence[BytesLike], position: int) -> int:
+    """Write `chunks` back to back at `position`: one pwrite, or pwritev in groups of at most
+    `_MAX_IOV` buffers (the kernel's limit). Returns the bytes written (short only on error)."""
+    if len(chunks) == 1:
+        return os.pwrite(fd, chunks[0], position)
+    written = 0
+    for start in range(0, len(chunks), _MAX_IOV):
+        group = chunks[start : start + _MAX_IOV]
+        done = os.pwritev(fd, group, position + written)
+        written += done
+        if done != sum(len(chunk) for chunk in group):
+            break
+    return written
 
 
 def _headers_in(data: BytesLike, position: int) -> list[BatchHeader]:
@@ -241,11 +257,30 @@ class LogSegment:
 
     def append(self, data: BytesLike, *, largest_offset: int, max_timestamp: int) -> None:
         """Append validated batches (`data`) whose last offset is `largest_offset`."""
+        self.append_batches(
+            [data],
+            _headers_in(data, self.size),
+            largest_offset=largest_offset,
+            max_timestamp=max_timestamp,
+        )
+
+    def append_batches(
+        self,
+        chunks: Sequence[BytesLike],
+        headers: list[BatchHeader],
+        *,
+        largest_offset: int,
+        max_timestamp: int,
+    ) -> None:
+        """Append validated batches whose bytes are `chunks` written back to back (one
+        `os.pwritev`) and whose `headers` say what they hold, at their positions in this file
+        (from `size` on). A leader's append writes the producer's bytes this way, restamped
+        prefixes between views of the rest, without joining them first."""
         if largest_offset - self.base_offset > _MAX_RELATIVE_OFFSET:
             raise StorageError(f"offset {largest_offset} does not fit segment {self.base_offset}")
-        if not data:
+        if not headers:
             return
-        headers = _headers_in(data, self.size)
+        size = headers[-1].position + headers[-1].size_in_bytes - self.size
         largest = self.largest_timestamp_and_offset()
         for header in headers:
             if header.max_timestamp > largest.timestamp:
@@ -259,14 +294,14 @@ class LogSegment:
             if not self.time_index.is_full:
                 self.time_index.maybe_append(largest.timestamp, largest.offset)
             self._bytes_since_index_entry = 0
-        written = os.pwrite(self._fd, data, self.size)
-        if written != len(data):
-            raise StorageError(f"short write to {self.log_path}: {written} of {len(data)} bytes")
+        written = _write_chunks(self._fd, chunks, self.size)
+        if written != size:
+            raise StorageError(f"short write to {self.log_path}: {written} of {size} bytes")
         self._remember_headers(headers)
         if self.size == 0 and self._rolling_timestamp is None and max_timestamp >= 0:
             self._rolling_timestamp = max_timestamp
-        self.size += len(data)
-        self._bytes_since_index_entry += len(data)
+        self.size += size
+        self._bytes_since_index_entry += size
         self._next_offset = largest_offset + 1
         self._max = largest
 

@@ -229,6 +229,24 @@ def test_leader_append_of_producer_bytes_assigns_offsets_and_epoch(log: Log) -> 
     assert log.log_end_offset == 7
 
 
+def test_a_produce_request_of_more_batches_than_one_vectored_write_takes_lands_whole(
+    log: Log,
+) -> None:
+    # A leader writes each batch as two buffers (its restamped prefix, then the producer's
+    # bytes); the kernel takes at most 1,024 buffers per call, so 600 batches need two calls.
+    producer = b"".join(
+        build_batch([Record(None, b"v%d" % n, TS)], base_offset=0) for n in range(600)
+    )
+    info = log.append_as_leader(producer, leader_epoch=2)
+    assert (info.first_offset, info.last_offset, info.batch_count) == (0, 599, 600)
+    assert info.size_in_bytes == len(producer)
+    stored = disk_batches(log.dir)
+    assert [(b.base_offset, b.leader_epoch) for b in stored] == [(n, 2) for n in range(600)]
+    records = decode(log.read(0, 10**7).records)
+    assert [(r.offset, r.value) for r in records] == [(n, b"v%d" % n) for n in range(600)]
+    assert os.path.getsize(log.segments[0].log_path) == len(producer)
+
+
 def test_follower_appends_keep_the_leaders_offsets_including_gaps(log: Log) -> None:
     info = log.append_as_follower(batch_at(0, 5))
     assert (info.first_offset, info.last_offset) == (0, 4)

@@ -958,13 +958,17 @@ def test_fast_framing_check_never_accepts_what_the_careful_reader_rejects(
     from kafkactor.storage.record_batch import _framing_is_plain
 
     batch = bytearray(build_batch(records, 0))
-    if _framing_is_plain(bytes(batch), RECORD_BATCH_OVERHEAD, len(records), len(records) - 1):
+    if _framing_is_plain(
+        bytes(batch), RECORD_BATCH_OVERHEAD, len(batch), len(records), len(records) - 1
+    ):
         assert RecordBatch(bytes(batch), verify_crc=False).records()  # the careful reader agrees
     flips = data.draw(st.lists(st.integers(RECORD_BATCH_OVERHEAD, len(batch) - 1), max_size=3))
     for at in flips:
         batch[at] = data.draw(st.integers(0, 255))
     mutated = bytes(batch)
-    if _framing_is_plain(mutated, RECORD_BATCH_OVERHEAD, len(records), len(records) - 1):
+    if _framing_is_plain(
+        mutated, RECORD_BATCH_OVERHEAD, len(mutated), len(records), len(records) - 1
+    ):
         RecordBatch(mutated, verify_crc=False).records()  # must not raise
     else:  # undecided here: the careful reader either accepts or names the problem
         with contextlib.suppress(CorruptRecordError):
@@ -978,16 +982,49 @@ def test_the_fast_framing_check_accepts_plain_records_and_defers_the_rest() -> N
     keyed = [Record(b"k%d" % i, None, 1_000) for i in range(5)]
     for records in (plain, keyed):
         data = build_batch(records, 0)
-        assert _framing_is_plain(data, RECORD_BATCH_OVERHEAD, len(records), len(records) - 1)
+        assert _framing_is_plain(
+            data, RECORD_BATCH_OVERHEAD, len(data), len(records), len(records) - 1
+        )
     with_header = [Record(None, b"v", 0, (("h", b"x"),))]
     far_timestamp = [Record(None, b"v", 0), Record(None, b"v", 10_000_000)]
     for records in (with_header, far_timestamp):
         data = build_batch(records, 0)
-        assert not _framing_is_plain(data, RECORD_BATCH_OVERHEAD, len(records), len(records) - 1)
+        assert not _framing_is_plain(
+            data, RECORD_BATCH_OVERHEAD, len(data), len(records), len(records) - 1
+        )
         assert len(RecordBatch(data).records()) == len(records)  # the careful reader accepts
     # wrong record count: deferred (the careful reader then reports it)
     data = build_batch(plain[:3], 0)
-    assert not _framing_is_plain(data, RECORD_BATCH_OVERHEAD, 4, 3)
+    assert not _framing_is_plain(data, RECORD_BATCH_OVERHEAD, len(data), 4, 3)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    batches=st.lists(_plain_records, min_size=2, max_size=3),
+    data=st.data(),
+)
+def test_records_checked_in_place_get_the_verdict_of_a_copied_batch(
+    batches: list[list[Record]], data: st.DataObject
+) -> None:
+    """A leader walks the records of a produce request's bytes where they are, each batch up
+    to its own end; a batch's framing can never borrow bytes from the next one."""
+    buffer = bytearray(b"".join(build_batch(records, 0) for records in batches))
+    flips = data.draw(st.lists(st.integers(0, len(buffer) - 1), max_size=3))
+    for at in flips:
+        buffer[at] = data.draw(st.integers(0, 255))
+
+    def verdict(buf: bytes | bytearray) -> tuple[list[int], str | None]:
+        seen: list[int] = []
+        try:
+            for batch in iter_batches(buf, verify_crc=False, deep=True):
+                seen.append(batch.position)
+        except (CorruptRecordError, UnsupportedCompressionError) as error:
+            return seen, f"{error.position}: {error}"
+        return seen, None
+
+    in_place = verdict(bytes(buffer))  # bytes: walked where they are
+    copied = verdict(buffer)  # a bytearray: each batch copied first
+    assert in_place == copied
 
 
 # -- bare values: build_value_batch ----------------------------------------------------------
