@@ -214,12 +214,22 @@ class UpdateMetadataResponse(Response):
 
 @message
 class AppendRecords(Request):
-    """Append a producer's batches to a partition as its leader."""
+    """Append a producer's batches to a partition as its leader.
+
+    The partition answers `reply_to` with an `AppendResult`, unless `answers_producer`: then
+    `reply_to` and `correlation_id` are the producer's (a ProduceRequest of this one partition,
+    acks 1 or -1) and the partition finishes the request itself. With acks=1 it answers the
+    producer's `ProduceResponse`; with acks=-1 it hands a `DelayOperation` to the produce
+    purgatory (`timeout_ms`, and `received_ms` for the request log).
+    """
 
     topic: str = ""
     partition: int = 0
     records: bytes = b""
     acks: int = 1
+    answers_producer: bool = False
+    timeout_ms: int = 0
+    received_ms: int = 0
 
 
 @message

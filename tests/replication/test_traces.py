@@ -86,13 +86,70 @@ def test_acks_all_produce_leaves_one_connected_trace(cluster: Cluster, events: E
         )
         rm, leader = addresses.replica_manager(1), f"broker/1/partition/{TOPIC}-0"
         purgatory = addresses.produce_purgatory(1)
+        sent = hop_names(hops)
+        # one partition: the partition hands the request to the purgatory itself, and the
+        # replica manager hears nothing back
         assert {
             (producer.address, rm, "ProduceRequest"),
             (rm, leader, "AppendRecords"),
-            (leader, rm, "AppendResult"),
-            (rm, purgatory, "DelayOperation"),
+            (leader, purgatory, "DelayOperation"),
             (purgatory, producer.address, "ProduceResponse"),
-        } <= hop_names(hops)
+        } <= sent
+        assert not {hop for hop in sent if hop[1] == rm and hop[0] != producer.address}
+
+
+def test_acks_1_produce_of_one_partition_is_answered_by_the_partition(
+    cluster: Cluster, events: EventLog
+) -> None:
+    cluster.create_topic(TOPIC, partitions=1, replication_factor=3, config=MIN_ISR_2)
+    producer = cluster.producer(acks=1)
+
+    assert producer.send(TOPIC, b"one").result(WAIT_S).offset == 0
+
+    trace_id = events.trace_of(producer.address, "ProduceRequest")
+    hops = assert_one_connected_trace(
+        events, trace_id, producer.address, "ProduceRequest", "ProduceResponse"
+    )
+    leader = f"broker/1/partition/{TOPIC}-0"
+    assert hop_names(hops) == {
+        (producer.address, RM, "ProduceRequest"),
+        (RM, leader, "AppendRecords"),
+        (leader, addresses.fetch_purgatory(1), "LogEndOffsetAdvanced"),
+        (leader, producer.address, "ProduceResponse"),
+    }
+    (response,) = events.named("produce.response", trace_id=trace_id)
+    assert (response["actor"], response["acks"], response["outcome"]) == (leader, 1, "completed")
+
+
+def test_acks_all_produce_of_two_partitions_is_gathered_by_the_replica_manager(
+    cluster: Cluster, events: EventLog
+) -> None:
+    cluster.create_topic(TOPIC, partitions=6, replication_factor=3, config=MIN_ISR_2)
+    client = Client("producer", cluster.directory)
+    leaders = {p: cluster.leader(TOPIC, p) for p in range(6)}
+    broker = leaders[0]
+    mine = [p for p, leader in leaders.items() if leader == broker]
+    assert len(mine) >= 2, leaders  # six partitions over three brokers
+    try:
+        response = client.call(
+            addresses.replica_manager(broker),
+            produce_request(-1, *[(TOPIC, p, batch(b"x%d" % p)) for p in mine]),
+            WAIT_S,
+        )
+    finally:
+        client.close()
+    assert all(r.error_code is ErrorCode.NONE for r in produce_results(response).values())
+
+    trace_id = events.trace_of(client.address, "ProduceRequest")
+    hops = assert_one_connected_trace(
+        events, trace_id, client.address, "ProduceRequest", "ProduceResponse"
+    )
+    rm = addresses.replica_manager(broker)
+    sent = hop_names(hops)
+    for p in mine:
+        leader = f"broker/{broker}/partition/{TOPIC}-{p}"
+        assert {(rm, leader, "AppendRecords"), (leader, rm, "AppendResult")} <= sent
+    assert (rm, addresses.produce_purgatory(broker), "DelayOperation") in sent
 
 
 def test_acks_all_produce_that_waits_for_an_isr_shrink_leaves_one_connected_trace(

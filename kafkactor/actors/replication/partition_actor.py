@@ -12,12 +12,14 @@ from kafkactor.actors.controller import ZooKeeperSession, zk_data
 from kafkactor.actors.replication.epoch_truncation import truncation_point
 from kafkactor.actors.replication.high_watermarks import HighWatermarks
 from kafkactor.actors.replication.partition import PartitionState, PendingIsrChange
+from kafkactor.actors.replication.request_log import log_produce_response
 from kafkactor.actors.runtime import Directory, TracedActor, handles
 from kafkactor.common import LogOffsetMetadata, PartitionLeaderState, TopicPartition
 from kafkactor.messages import ErrorCode
 from kafkactor.messages.offsets import (
     EpochEndOffset,
 )
+from kafkactor.messages.purgatory import DelayOperation
 from kafkactor.messages.replication import (
     AppendAsFollower,
     AppendRecords,
@@ -34,6 +36,10 @@ from kafkactor.messages.replication import (
     PartitionDescription,
     PartitionSnapshot,
     PartitionStateApplied,
+    ProducePartitionResult,
+    ProducePartitionStatus,
+    ProduceResponse,
+    ProduceSpec,
     StopPartition,
     TruncateFollower,
 )
@@ -126,13 +132,13 @@ class PartitionActor(TracedActor):
             else (ErrorCode.NOT_LEADER_FOR_PARTITION)
         )
         if error is not ErrorCode.NONE:
-            self.reply(request, self._append_failed(request, error, ""))
+            self._appended(request, self._append_failed(request, error, ""))
             return
         previous_log_end = self.log.log_end_offset
         try:
             info = self.log.append_as_leader(request.records, state.leader_epoch)
         except (StorageError, ValueError) as failure:
-            self.reply(
+            self._appended(
                 request, self._append_failed(request, storage_error_code(failure), str(failure))
             )
             return
@@ -152,7 +158,7 @@ class PartitionActor(TracedActor):
                 high_watermark=state.high_watermark,
             )
             self._log_leo_advance("leader", previous_log_end, log_end)
-        self.reply(
+        self._appended(
             request,
             AppendResult(
                 topic=state.topic,
@@ -163,6 +169,52 @@ class PartitionActor(TracedActor):
                 log_start_offset=self.log.log_start_offset,
             ),
         )
+
+    def _appended(self, request: AppendRecords, result: AppendResult) -> None:
+        """Answer the append: to the replica manager, or (`answers_producer`) finish the
+        producer's request as the replica manager would have, one hop sooner. The snapshots
+        are published already, so the produce purgatory sees them before the operation."""
+        if not request.answers_producer:
+            self.reply(request, result)
+            return
+        ok = result.error_code is ErrorCode.NONE
+        if ok and request.acks == -1:
+            status = ProducePartitionStatus(
+                topic=result.topic,
+                partition=result.partition,
+                required_offset=result.last_offset + 1,
+                base_offset=result.first_offset,
+                log_start_offset=result.log_start_offset,
+            )
+            self.send(
+                self.produce_purgatory,
+                DelayOperation(
+                    reply_to=request.reply_to,
+                    correlation_id=request.correlation_id,
+                    operation=ProduceSpec(partitions=(status,), received_ms=request.received_ms),
+                    keys=(self.key,),
+                    timeout_ms=max(0, request.timeout_ms),
+                ),
+            )
+            return
+        results = [
+            ProducePartitionResult(
+                topic=result.topic,
+                partition=result.partition,
+                error_code=result.error_code,
+                base_offset=result.first_offset if ok else -1,
+                log_start_offset=result.log_start_offset if ok else -1,
+            )
+        ]
+        log_produce_response(
+            self,
+            acks=request.acks,
+            correlation_id=request.correlation_id,
+            results=results,
+            received_ms=request.received_ms,
+            waited=False,
+        )
+        self.reply(request, ProduceResponse(partitions=tuple(results)))
 
     def _log_leo_advance(self, role: str, previous: int, log_end: int) -> None:
         if log_end > previous:

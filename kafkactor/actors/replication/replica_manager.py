@@ -238,6 +238,22 @@ class ReplicaManagerActor(TracedActor):
         if not appends:
             self._answer_produce(request, received_ms, [early[k] for k in early])
             return
+        if len(appends) == 1 and not early and request.acks != 0:
+            # One partition: nothing to gather, so the partition finishes the request itself
+            # (answers acks=1, hands acks=-1 to the produce purgatory); one hop fewer.
+            [(replica, append)] = appends.values()
+            self.send(
+                replica.address,
+                dataclasses.replace(
+                    append,
+                    reply_to=request.reply_to,
+                    correlation_id=request.correlation_id,
+                    answers_producer=True,
+                    timeout_ms=request.timeout_ms,
+                    received_ms=received_ms,
+                ),
+            )
+            return
         trace = self.trace_context
 
         def appended(responses: dict[str, Response]) -> None:
