@@ -15,8 +15,10 @@ from typing import Final
 
 # The pure cores on the hot path: the timing wheel, its buckets and the SystemTimer over them,
 # the purgatory's DelayedOperation and watch lists, the record batch reader and validator
-# every produce goes through, the batch builder the in-process producer encodes with, and the
-# log's append path around them (log, segment and the offset and time indexes).
+# every produce goes through, the batch builder the in-process producer encodes with, the
+# log's append path around them (log, segment, the offset and time indexes, the append's
+# result, the leader epoch cache and the producer state every append consults), and the
+# partition's replication state (ISR, follower log ends, high watermark).
 # setup.py reads this tuple (as a literal, without importing kafkactor) to know what to compile.
 MYPYC_MODULES: Final = (
     "kafkactor.timer.task",
@@ -31,6 +33,10 @@ MYPYC_MODULES: Final = (
     "kafkactor.storage.time_index",
     "kafkactor.storage.segment",
     "kafkactor.storage.log",
+    "kafkactor.storage.log_info",
+    "kafkactor.storage.leader_epoch",
+    "kafkactor.storage.producer_state",
+    "kafkactor.actors.replication.partition",
 )
 
 
