@@ -23,9 +23,12 @@ requests sent in it; gap ms, the longest time without a completion; msgs/req, ev
 ``Directory.tell`` per completed request (the directory's ``tell`` wrapped by a counter); CPU
 us/req (process CPU, all threads: 1e6 / that bounds requests/s under one GIL); errors (failed or
 unanswered: the exit code is then 1); event B/req with tracing on (JSON lines to a temporary
-file). Per configuration the table shows the level with the highest records/s among those with
-p99 < 50 ms and no errors (else the highest records/s, marked ``!``). With ``--quick`` tracing
-on runs only at that level. The ceilings are measured at the start and the end; the best counts.
+file); msgs/wake with ``--wakeups``: messages the actors handled per wake-up, a wake-up being
+a take from an empty mailbox, where the actor's thread blocks until the next message arrives
+(the mailboxes then count in Python, which costs a little: hence opt-in). Per configuration
+the table shows the level with the highest records/s among those with p99 < 50 ms and no
+errors (else the highest records/s, marked ``!``). With ``--quick`` tracing on runs only at
+that level. The ceilings are measured at the start and the end; the best counts.
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ class ProbeResult:
     errors: int  # failed + unanswered
     first_error: str
     trace_bytes_per_request: float
+    messages_per_wakeup: float  # 0.0: not counted (no --wakeups)
 
     @property
     def qualifies(self) -> bool:
@@ -95,10 +99,37 @@ def count_tells(directory: Directory) -> itertools.count[int]:
     return counter
 
 
+class CountingInbox(queue.SimpleQueue[Any]):
+    """The TracedActor mailbox (a SimpleQueue) counting its takes, and those that find it empty
+    (the actor's thread then blocks: the next message is a wake-up). Installed by --wakeups."""
+
+    takes = itertools.count()  # advanced in C: no lock needed
+    wakeups = itertools.count()
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        next(CountingInbox.takes)
+        if self.empty():
+            next(CountingInbox.wakeups)
+        return super().get(block, timeout)
+
+    @staticmethod
+    def install() -> Any:
+        """Give every TracedActor started from now on this mailbox; returns what to restore."""
+        original = vars(TracedActor)["_create_actor_inbox"]
+        TracedActor._create_actor_inbox = staticmethod(CountingInbox)  # type: ignore[method-assign]
+        return original
+
+    @staticmethod
+    def counts() -> tuple[int, int]:
+        """(takes, wake-ups) so far; each read advances both by one, which the caller subtracts."""
+        return next(CountingInbox.takes), next(CountingInbox.wakeups)
+
+
 def run_probe(
     acks: int, batch: int, in_flight: int, *, trace_on: bool, warmup_s: float, duration_s: float
 ) -> ProbeResult:
     """A fresh cluster, a closed loop of `in_flight` requests, measured over the window."""
+    counting = TracedActor._create_actor_inbox is CountingInbox
     values = [os.urandom(VALUE_BYTES) for _ in range(batch)]
     slots = threading.Semaphore(in_flight)
     done: list[tuple[int, int]] = []  # (sent ns, done ns): list.append is atomic
@@ -127,13 +158,16 @@ def run_probe(
                 now = time.perf_counter_ns()
                 if before is None and now >= window_start:
                     before = (next(tells), time.process_time(), trace.size(), now)
+                    taken = CountingInbox.counts()
                 if now >= end:
                     slots.release()
                     break
                 future = send(TOPIC, values, partition=k % PARTITIONS)
                 future.add_done_callback(functools.partial(callback, now))
             after = (next(tells), time.process_time(), trace.size(), time.perf_counter_ns())
-            before = before or after  # a warm-up that never ended: an empty window
+            taken_after = CountingInbox.counts()
+            if before is None:  # a warm-up that never ended: an empty window
+                before, taken = after, taken_after
             drain_until = time.perf_counter() + DRAIN_S
             returned = sum(
                 slots.acquire(timeout=max(0.0, drain_until - time.perf_counter()))
@@ -155,6 +189,7 @@ def run_probe(
         max(gaps) / 1e6, h.ratio(after[0] - before[0] - 1, completed),
         h.ratio(after[1] - before[1], completed) * 1e6, len(failed) + unanswered,
         repr(failed[0]) if failed else "", h.ratio(after[2] - before[2], completed),
+        h.ratio(taken_after[0] - taken[0] - 1, taken_after[1] - taken[1] - 1) if counting else 0.0,
     )  # fmt: skip
 
 
@@ -286,7 +321,7 @@ def measure_ceilings(messages: int) -> list[Ceiling]:
 # --------------------------------------------------------------------------------------------
 
 PROBE_HEAD = ["acks", "batch", "trace", "inflt", "records/s", "requests/s", "p50 ms", "p99 ms"]
-PROBE_HEAD += ["max ms", "gap ms", "msgs/req", "CPU us/req", "errors", "event B/req"]
+PROBE_HEAD += ["max ms", "gap ms", "msgs/req", "CPU us/req", "errors", "event B/req", "msgs/wake"]
 
 
 def probe_cells(p: ProbeResult, mark: str = "") -> list[object]:
@@ -296,6 +331,7 @@ def probe_cells(p: ProbeResult, mark: str = "") -> list[object]:
         h.num(p.p50_ms, ".1f"), h.num(p.p99_ms, ".1f"), f"{p.max_ms:.1f}", f"{p.max_gap_ms:.1f}",
         h.num(p.messages_per_request, ".1f"), h.num(p.cpu_us_per_request), p.errors,
         h.num(p.trace_bytes_per_request) if p.tracing else "-",
+        h.num(p.messages_per_wakeup, ".2f") if p.messages_per_wakeup else "-",
     ]  # fmt: skip
 
 
@@ -313,6 +349,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--ceiling-messages", type=h.positive_int, help="raw tells (200,000)")
     p.add_argument("--acks", type=lambda t: tuple(int(a) for a in t.split(",")), default=(1, -1))
     p.add_argument("--batches", type=h.int_list, default=(1, 10, 100), help="records per batch")
+    p.add_argument("--wakeups", action="store_true", help="count messages per actor wake-up")
     args = h.fill(
         p.parse_args(argv),
         duration=(5.0, 1.5, 0.3),
@@ -338,6 +375,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f" {','.join(map(str, args.in_flight))}; tracing on at {args.traced_levels} level(s)",
     )
     ceilings = measure_ceilings(args.ceiling_messages)
+    # after the ceilings and restored before the next: their TracedActor ping-pong keeps the
+    # real mailbox
+    real_inbox = CountingInbox.install() if args.wakeups else None
     picked: dict[tuple[int, int, bool], ProbeResult] = {}
     probes: list[ProbeResult] = []
     for trace_on, acks, batch in itertools.product((False, True), args.acks, args.batches):
@@ -352,6 +392,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             config_probes.append(probe)
         probes += config_probes
         picked[acks, batch, trace_on] = pick(config_probes)
+    if real_inbox is not None:
+        TracedActor._create_actor_inbox = real_inbox  # type: ignore[method-assign]
     ceilings += measure_ceilings(args.ceiling_messages)
 
     print(
