@@ -5,15 +5,61 @@ from __future__ import annotations
 from kafkactor.actors.purgatory import PurgatoryActor, RequestOperation
 from kafkactor.actors.replication.request_log import log_produce_response
 from kafkactor.common import TopicPartition
-from kafkactor.messages import ErrorCode
+from kafkactor.messages import ErrorCode, Response
 from kafkactor.messages.purgatory import DelayOperation
 from kafkactor.messages.replication import (
+    AppendResult,
     PartitionSnapshot,
     ProducePartitionResult,
     ProducePartitionStatus,
     ProduceResponse,
     ProduceSpec,
 )
+
+
+def produce_status(topic: str, partition: int, answer: Response | None) -> ProducePartitionStatus:
+    """A partition's part of a produce, from its append's answer: the offset the ISR must reach
+    (the last appended offset + 1) with the offsets to report, or the error."""
+    if isinstance(answer, AppendResult) and answer.error_code is ErrorCode.NONE:
+        return ProducePartitionStatus(
+            topic=topic,
+            partition=partition,
+            required_offset=answer.last_offset + 1,
+            base_offset=answer.first_offset,
+            log_start_offset=answer.log_start_offset,
+        )
+    error = getattr(answer, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR)
+    return ProducePartitionStatus(topic=topic, partition=partition, error_code=error)
+
+
+def produce_result(status: ProducePartitionStatus) -> ProducePartitionResult:
+    """The answer of a partition that is not waited for (acks 0 or 1, or an error)."""
+    return ProducePartitionResult(
+        topic=status.topic,
+        partition=status.partition,
+        error_code=status.error_code,
+        base_offset=status.base_offset,
+        log_start_offset=status.log_start_offset,
+    )
+
+
+def delay_produce(
+    reply_to: str,
+    correlation_id: int,
+    statuses: tuple[ProducePartitionStatus, ...],
+    *,
+    received_ms: int,
+    timeout_ms: int,
+) -> DelayOperation:
+    """The produce purgatory's operation for an acks=-1 produce: it answers `reply_to` once the
+    ISR reaches every waiting partition's offset, or at the timeout."""
+    return DelayOperation(
+        reply_to=reply_to,
+        correlation_id=correlation_id,
+        operation=ProduceSpec(partitions=statuses, received_ms=received_ms),
+        keys=tuple(str(TopicPartition.of(s)) for s in statuses if s.error_code is ErrorCode.NONE),
+        timeout_ms=max(0, timeout_ms),
+    )
 
 
 def check_enough_replicas_reach_offset(

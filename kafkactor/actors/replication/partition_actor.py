@@ -9,6 +9,11 @@ from kazoo.exceptions import BadVersionError, NoNodeError
 
 from kafkactor import tracing
 from kafkactor.actors.controller import ZooKeeperSession, zk_data
+from kafkactor.actors.replication.delayed_produce import (
+    delay_produce,
+    produce_result,
+    produce_status,
+)
 from kafkactor.actors.replication.epoch_truncation import truncation_point
 from kafkactor.actors.replication.high_watermarks import HighWatermarks
 from kafkactor.actors.replication.partition import PartitionState, PendingIsrChange
@@ -19,7 +24,6 @@ from kafkactor.messages import ErrorCode
 from kafkactor.messages.offsets import (
     EpochEndOffset,
 )
-from kafkactor.messages.purgatory import DelayOperation
 from kafkactor.messages.replication import (
     AppendAsFollower,
     AppendRecords,
@@ -36,10 +40,7 @@ from kafkactor.messages.replication import (
     PartitionDescription,
     PartitionSnapshot,
     PartitionStateApplied,
-    ProducePartitionResult,
-    ProducePartitionStatus,
     ProduceResponse,
-    ProduceSpec,
     StopPartition,
     TruncateFollower,
 )
@@ -177,35 +178,20 @@ class PartitionActor(TracedActor):
         if not request.answers_producer:
             self.reply(request, result)
             return
-        ok = result.error_code is ErrorCode.NONE
-        if ok and request.acks == -1:
-            status = ProducePartitionStatus(
-                topic=result.topic,
-                partition=result.partition,
-                required_offset=result.last_offset + 1,
-                base_offset=result.first_offset,
-                log_start_offset=result.log_start_offset,
-            )
+        status = produce_status(request.topic, request.partition, result)
+        if status.error_code is ErrorCode.NONE and request.acks == -1:
             self.send(
                 self.produce_purgatory,
-                DelayOperation(
-                    reply_to=request.reply_to,
-                    correlation_id=request.correlation_id,
-                    operation=ProduceSpec(partitions=(status,), received_ms=request.received_ms),
-                    keys=(self.key,),
-                    timeout_ms=max(0, request.timeout_ms),
+                delay_produce(
+                    request.reply_to,
+                    request.correlation_id,
+                    (status,),
+                    received_ms=request.received_ms,
+                    timeout_ms=request.timeout_ms,
                 ),
             )
             return
-        results = [
-            ProducePartitionResult(
-                topic=result.topic,
-                partition=result.partition,
-                error_code=result.error_code,
-                base_offset=result.first_offset if ok else -1,
-                log_start_offset=result.log_start_offset if ok else -1,
-            )
-        ]
+        results = [produce_result(status)]
         log_produce_response(
             self,
             acks=request.acks,

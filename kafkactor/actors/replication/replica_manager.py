@@ -11,6 +11,11 @@ import pykka
 
 from kafkactor.actors.controller import ZooKeeperSession
 from kafkactor.actors.replication.config import VALID_ACKS, ReplicaManagerConfig
+from kafkactor.actors.replication.delayed_produce import (
+    delay_produce,
+    produce_result,
+    produce_status,
+)
 from kafkactor.actors.replication.fetcher_manager import ReplicaFetcherManager
 from kafkactor.actors.replication.high_watermarks import HighWatermarks
 from kafkactor.actors.replication.list_offsets import offset_for_timestamp
@@ -40,7 +45,6 @@ from kafkactor.messages.offsets import (
 from kafkactor.messages.purgatory import DelayOperation
 from kafkactor.messages.replication import (
     AppendRecords,
-    AppendResult,
     BecomeLeaderOrFollower,
     FetcherPartition,
     FetchPartitionData,
@@ -59,7 +63,6 @@ from kafkactor.messages.replication import (
     ProducePartitionStatus,
     ProduceRequest,
     ProduceResponse,
-    ProduceSpec,
     StopPartition,
     StopReplica,
     StopReplicaResponse,
@@ -273,51 +276,29 @@ class ReplicaManagerActor(TracedActor):
         early: dict[str, ProducePartitionResult],
         responses: dict[str, Response],
     ) -> None:
-        statuses: list[ProducePartitionStatus] = []
+        statuses = []
         for part in request.partitions:
             key = str(TopicPartition.of(part))
-            response = responses.get(key)
             if key in early:
-                error = early[key].error_code
-            elif isinstance(response, AppendResult) and response.error_code is ErrorCode.NONE:
-                statuses.append(
-                    ProducePartitionStatus(
-                        topic=part.topic,
-                        partition=part.partition,
-                        required_offset=response.last_offset + 1,
-                        base_offset=response.first_offset,
-                        log_start_offset=response.log_start_offset,
-                    )
+                status = ProducePartitionStatus(
+                    topic=part.topic, partition=part.partition, error_code=early[key].error_code
                 )
-                continue
             else:
-                error = getattr(response, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR)
-            statuses.append(
-                ProducePartitionStatus(topic=part.topic, partition=part.partition, error_code=error)
-            )
+                status = produce_status(part.topic, part.partition, responses.get(key))
+            statuses.append(status)
         waiting = any(s.error_code is ErrorCode.NONE for s in statuses)
-        results = [
-            ProducePartitionResult(
-                topic=s.topic,
-                partition=s.partition,
-                error_code=s.error_code,
-                base_offset=s.base_offset,
-                log_start_offset=s.log_start_offset,
-            )
-            for s in statuses
-        ]
         if request.acks != -1 or not waiting:
+            results = [produce_result(s) for s in statuses]
             self._answer_produce(request, received_ms, results, trace=trace)
             return
-        keys = tuple(str(TopicPartition.of(s)) for s in statuses if s.error_code is ErrorCode.NONE)
         self.send(
             addresses.produce_purgatory(self.broker_id),
-            DelayOperation(
-                reply_to=request.reply_to,
-                correlation_id=request.correlation_id,
-                operation=ProduceSpec(partitions=tuple(statuses), received_ms=received_ms),
-                keys=keys,
-                timeout_ms=max(0, request.timeout_ms),
+            delay_produce(
+                request.reply_to,
+                request.correlation_id,
+                tuple(statuses),
+                received_ms=received_ms,
+                timeout_ms=request.timeout_ms,
             ),
         )
 
