@@ -273,9 +273,9 @@ class LogSegment:
         max_timestamp: int,
     ) -> None:
         """Append validated batches whose bytes are `chunks` written back to back (one
-        `os.pwritev`) and whose `headers` say what they hold, at their positions in this file
-        (from `size` on). A leader's append writes the producer's bytes this way, restamped
-        prefixes between views of the rest, without joining them first."""
+        `os.pwritev` per 1,024 chunks) and whose `headers` say what they hold, at their
+        positions in this file (from `size` on). A leader's append writes the producer's bytes
+        this way, restamped prefixes between views of the rest, without joining them first."""
         if largest_offset - self.base_offset > _MAX_RELATIVE_OFFSET:
             raise StorageError(f"offset {largest_offset} does not fit segment {self.base_offset}")
         if not headers:
