@@ -12,7 +12,7 @@ import dataclasses
 import difflib
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, NamedTuple
@@ -33,7 +33,7 @@ from kafkactor.server.config_properties import (
 )
 from kafkactor.storage import LogConfig
 
-__all__ = ["ConfigError", "EndPoint", "KafkaConfig"]
+__all__ = ["ConfigError", "EndPoint", "KafkaConfig", "SharedBrokerConfig"]
 
 _SOCKET_DEFAULTS: Final = SocketServerConfig()
 DEFAULT_LISTENER: Final = EndPoint("127.0.0.1", 9092)  # Kafka's port; loopback, not every address
@@ -42,6 +42,27 @@ _SESSION_TIMEOUT_MS: Final = 18_000  # zookeeper.session.timeout.ms (Kafka 2.5 o
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")  # the line terminators of a .properties file
 # where each setting's value goes -> its name, for messages about an assembled config object
 _NAMES_BY_PATH: Final = {s.path: s.name for s in SETTINGS.values() if s.path is not None}
+# Settings that name one broker: brokers that share one set of properties cannot share these
+PER_BROKER: Final = {
+    "broker.id": "names one broker, and these properties are shared by every broker of the "
+    "cluster (numbered 1 to N): remove it",
+    "advertised.listeners": "names one broker's address, and these properties are shared by "
+    "every broker of the cluster: each advertises its own listener",
+}
+# Settings that only a broker process acts on: brokers of one process reach each other's
+# actors without the network, and stop with the process (checked, then listed in `ignored`)
+PROCESS_ONLY: Final = (
+    "request.timeout.ms",
+    "zookeeper.connection.timeout.ms",
+    "controlled.shutdown.enable",
+    "controlled.shutdown.max.retries",
+    "controlled.shutdown.retry.backoff.ms",
+)
+_SOCKET_LIMITS: Final = (
+    "socket_request_max_bytes",
+    "queued_max_requests",
+    "connections_max_idle_ms",
+)
 
 
 class ConfigError(ValueError):
@@ -120,16 +141,7 @@ class KafkaConfig:
         """Read a properties file (UTF-8; Java's syntax, through javaproperties). Raises
         `ConfigError` naming the file and line of the first problem."""
         source = os.fspath(path)
-        try:
-            data = Path(path).read_bytes()
-        except OSError as error:
-            raise ConfigError(source, f"cannot be read: {error.strerror or error}") from None
-        try:
-            text = data.decode("utf-8-sig")
-        except UnicodeDecodeError as error:
-            line = data[: error.start].count(b"\n") + 1
-            raise ConfigError(source, "is not UTF-8 text", line=line) from None
-        return _Reader(source).read(_entries(text, source))
+        return _Reader(source).read(_entries(_read_text(path), source))
 
     @classmethod
     def from_properties(
@@ -165,10 +177,92 @@ class KafkaConfig:
         return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SharedBrokerConfig:
+    """Broker properties that every broker of an in-process cluster shares (`kafkactor serve`,
+    `Cluster(properties=...)`), read by `KafkaConfig`'s reader with its names and checks.
+
+    Nothing is required. The settings that name one broker (`PER_BROKER`: `broker.id`,
+    `advertised.listeners`) are refused. `broker` and `socket_server` (its limits; host and
+    port are the caller's) take effect in every broker. The broker-process settings that
+    say where the cluster lives are kept as given, None when unset, for the caller to apply or
+    refuse: `listeners` (the first broker's), `log_dirs`, `zookeeper_connect`,
+    `zookeeper_session_timeout_ms`, `event_log`, `event_log_enable`. `ignored` names the
+    settings accepted with no effect: Kafka's ignored ones and `PROCESS_ONLY`.
+    """
+
+    broker: BrokerConfig = field(default_factory=BrokerConfig)
+    socket_server: SocketServerConfig = _SOCKET_DEFAULTS
+    listeners: EndPoint | None = None
+    log_dirs: Path | None = None
+    zookeeper_connect: str | None = None
+    zookeeper_session_timeout_ms: int | None = None
+    event_log: Path | None = None
+    event_log_enable: bool | None = None
+    ignored: tuple[str, ...] = field(default=(), compare=False)
+
+    @classmethod
+    def read(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        overrides: Mapping[str, str] | Sequence[tuple[str, str]] = (),
+        *,
+        base: BrokerConfig | None = None,
+        source: str = "<properties>",
+        override_source: str = "--override",
+    ) -> SharedBrokerConfig:
+        """A properties file (as `KafkaConfig.from_file` reads it), then `overrides` over it,
+        as `kafka-server-start.sh FILE --override name=value` layers them: an override
+        replaces the file's value; one name overridden twice is refused. `base` is the
+        `BrokerConfig` the properties are set on (default: the defaults). Errors name the file
+        and line, or `override_source` (or `source` without a file) for an override."""
+        entries: list[_Entry] = []
+        file_source = source
+        if path is not None:
+            file_source = os.fspath(path)
+            entries = _entries(_read_text(path), file_source)
+        pairs = overrides.items() if isinstance(overrides, Mapping) else overrides
+        where = override_source if path is not None else source
+        overridden: set[str] = set()
+        for key, value in pairs:
+            if key in overridden:
+                raise ConfigError(where, f"{key!r} is overridden twice", setting=key)
+            overridden.add(key)
+            entries = [entry for entry in entries if entry.key != key]
+            entries.append(_Entry(key, value, None, where))
+        return _Reader(file_source, shared=True, base=base).read_shared(entries)
+
+    @classmethod
+    def from_properties(
+        cls,
+        properties: Mapping[str, str],
+        *,
+        base: BrokerConfig | None = None,
+        source: str = "<properties>",
+    ) -> SharedBrokerConfig:
+        """The shared configuration of these properties (name -> value), set on `base`."""
+        return cls.read(None, properties, base=base, source=source)
+
+
+def _read_text(path: str | os.PathLike[str]) -> str:
+    """A properties file's text (UTF-8, a BOM dropped); ConfigError when it cannot be read."""
+    source = os.fspath(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as error:
+        raise ConfigError(source, f"cannot be read: {error.strerror or error}") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise ConfigError(source, "is not UTF-8 text", line=line) from None
+
+
 class _Entry(NamedTuple):
     key: str
     value: str
     line: int | None
+    source: str | None = None  # None: the reader's source (the file)
 
 
 def _entries(text: str, source: str) -> list[_Entry]:
@@ -196,21 +290,52 @@ def _get(obj: Any, path: tuple[str, ...]) -> Any:
 
 
 class _Reader:
-    """One reading of properties: checks each entry, then assembles the KafkaConfig."""
+    """One reading of properties: checks each entry, then assembles the KafkaConfig (or, with
+    `shared`, the SharedBrokerConfig of brokers that share the properties, set on `base`)."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(
+        self, source: str, *, shared: bool = False, base: BrokerConfig | None = None
+    ) -> None:
         self.source = source
+        self.shared = shared
+        self.base = base if base is not None else BrokerConfig()
         self.lines: dict[str, int | None] = {}  # setting or alias -> the line it was set on
+        self.sources: dict[str, str] = {}  # setting or alias -> where, when not `source`
 
     def error(self, reason: str, setting: str | None = None) -> ConfigError:
         line = self.lines.get(setting) if setting is not None else None
-        return ConfigError(self.source, reason, line=line, setting=setting)
+        source = self.sources.get(setting, self.source) if setting is not None else self.source
+        return ConfigError(source, reason, line=line, setting=setting)
 
     def read(self, entries: Iterable[_Entry]) -> KafkaConfig:
+        chosen, ignored = self.check(entries)
+        for name in REQUIRED:
+            if name not in chosen:
+                raise self.error(f"missing required setting {name!r}")
+        return self.assemble(chosen, tuple(ignored))
+
+    def read_shared(self, entries: Iterable[_Entry]) -> SharedBrokerConfig:
+        chosen, ignored = self.check(entries)
+        for name in PROCESS_ONLY:
+            if chosen.pop(name, None) is not None:
+                ignored.append(name)
+        values = {SETTINGS[name].path: value for name, value in chosen.items()}
+        top: dict[str, Any] = {path[0]: v for path, v in values.items() if path and len(path) == 1}
+        nested = {path: v for path, v in values.items() if path and len(path) > 1}
+        broker = self.replace(self.base, ("broker",), nested) if nested else self.base
+        limits = {(attr,): top.pop(attr) for attr in _SOCKET_LIMITS if attr in top}
+        socket_server = self.replace(_SOCKET_DEFAULTS, (), limits) if limits else _SOCKET_DEFAULTS
+        return SharedBrokerConfig(
+            broker=broker, socket_server=socket_server, **top, ignored=tuple(ignored)
+        )
+
+    def check(self, entries: Iterable[_Entry]) -> tuple[dict[str, Any], list[str]]:
+        """Each entry parsed and checked: the settings' values (aliases resolved, as Kafka
+        ranks them) and the names accepted with no effect."""
         chosen: dict[str, Any] = {}  # setting -> value
         aliases: dict[str, Any] = {}  # alias -> value
         ignored: list[str] = []
-        for key, text, line in entries:
+        for key, text, line, source in entries:
             if key in self.lines:
                 first = self.lines[key]
                 self.lines[key] = line
@@ -220,6 +345,10 @@ class _Reader:
                     key,
                 )
             self.lines[key] = line
+            if source is not None:
+                self.sources[key] = source
+            if self.shared and key in PER_BROKER:
+                raise self.error(f"{key!r} {PER_BROKER[key]}", key)
             if key in SETTINGS:
                 value = self.parse(key, SETTINGS[key].kind, text)
                 if SETTINGS[key].path is None:
@@ -232,15 +361,19 @@ class _Reader:
                 ignored.append(key)
             else:
                 raise self.error(self.unknown(key), key)
+        self.resolve(chosen, aliases)
+        return chosen, ignored
+
+    def resolve(self, chosen: dict[str, Any], aliases: Mapping[str, Any]) -> None:
+        """Set each alias's target in `chosen` as Kafka ranks them."""
         for name, alias in ALIASES.items():  # listed in Kafka's order of precedence
             converted = alias.convert(aliases[name]) if name in aliases else None
             if converted is not None and (alias.overrides or alias.target not in chosen):
                 chosen[alias.target] = converted
                 self.lines[alias.target] = self.lines[name]
-        for name in REQUIRED:
-            if name not in chosen:
-                raise self.error(f"missing required setting {name!r}")
-        return self.assemble(chosen, tuple(ignored))
+                self.sources.pop(alias.target, None)
+                if name in self.sources:
+                    self.sources[alias.target] = self.sources[name]
 
     def parse(self, key: str, kind: Kind, text: str) -> Any:
         try:

@@ -19,6 +19,7 @@ import pytest
 from kafkactor.actors.broker import BrokerConfig
 from kafkactor.network.socket_server import SocketServerConfig
 from kafkactor.server import ConfigError, EndPoint, KafkaConfig
+from kafkactor.server.config import SharedBrokerConfig
 from kafkactor.server.config_properties import ALIASES, IGNORED, SETTINGS
 from kafkactor.storage import LogConfig
 
@@ -483,3 +484,45 @@ def test_the_docs_page_names_every_property_with_its_default() -> None:
         for attr in setting.path:
             value = getattr(value, attr)
         assert setting.kind.format(value) == text, name
+
+
+# -- SharedBrokerConfig: the properties every broker of an in-process cluster shares -----------
+
+
+def test_the_stock_file_without_its_broker_id_is_shared_by_every_broker(tmp_path: Path) -> None:
+    lines = KAFKA_3_9_SERVER_PROPERTIES.splitlines()
+    stock = "\n".join(line for line in lines if not line.startswith("broker.id"))
+    shared = SharedBrokerConfig.read(_write(tmp_path, stock), [("num.partitions", "4")])
+    assert shared.broker.apis.num_partitions == 4  # the override over the file's 1
+    assert shared.broker.group.initial_rebalance_delay_ms == 0
+    assert shared.log_dirs == Path("/tmp/kafka-logs")
+    assert shared.zookeeper_connect == "localhost:2181"
+    assert shared.listeners is None  # commented out there: the caller's default
+    assert "zookeeper.connection.timeout.ms" in shared.ignored  # a broker process's only
+
+
+def test_a_shared_file_refuses_a_per_broker_setting_on_its_line(tmp_path: Path) -> None:
+    path = _write(tmp_path, "num.partitions=4\nbroker.id=1\n")
+    with pytest.raises(ConfigError) as refused:
+        SharedBrokerConfig.read(path)
+    assert (refused.value.line, refused.value.setting) == (2, "broker.id")
+    assert str(refused.value).startswith(f"{path}:2: 'broker.id' names one broker")
+
+
+def test_an_override_is_checked_and_named_as_an_override(tmp_path: Path) -> None:
+    path = _write(tmp_path, "replica.lag.time.max.ms=1000\n")
+    with pytest.raises(ConfigError, match=r"^--override: 'num.partitions' must be a posi"):
+        SharedBrokerConfig.read(path, [("num.partitions", "-1")])
+    with pytest.raises(ConfigError) as refused:  # a rule between a file's and an override's
+        SharedBrokerConfig.read(path, [("replica.fetch.wait.max.ms", "2000")])
+    assert str(refused.value) == (
+        "--override: 'replica.fetch.wait.max.ms' (2000) must be less than "
+        "'replica.lag.time.max.ms' (1000)"
+    )
+
+
+def test_shared_properties_are_set_on_a_base_config() -> None:
+    base = dataclasses.replace(BrokerConfig(), timer_tick_ms=5)
+    shared = SharedBrokerConfig.from_properties({"num.partitions": "3"}, base=base)
+    assert (shared.broker.timer_tick_ms, shared.broker.apis.num_partitions) == (5, 3)
+    assert SharedBrokerConfig.from_properties({}, base=base).broker is base
