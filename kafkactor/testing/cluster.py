@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 import shutil
 import tempfile
@@ -54,6 +55,7 @@ from kafkactor.messages.replication import (
 )
 from kafkactor.network.group_apis import OFFSETS_TOPIC_CONFIG
 from kafkactor.network.socket_server import SocketServerConfig
+from kafkactor.server.config import ConfigError, SharedBrokerConfig
 from kafkactor.storage import LogConfig
 from kafkactor.timer import Clock, SystemClock
 from kafkactor.tracing import get_logger
@@ -73,6 +75,40 @@ _REPLICATION_TRAFFIC = (
     OffsetsForLeaderEpochRequest,
     OffsetsForLeaderEpochResponse,
 )
+
+
+# the broker properties that are a Cluster parameter -> that parameter
+_CLUSTER_PARAMETERS = {
+    "listeners": "listen= and port=",
+    "log.dirs": "data_dir=",
+    "log.dir": "data_dir=",
+    "zookeeper.connect": "zookeeper=",
+    "zookeeper.session.timeout.ms": "session_timeout_ms=",
+    "kafkactor.event.log": "the tracing configuration, kafkactor.tracing.configure(path=...)",
+    "kafkactor.event.log.enable": "the tracing configuration, kafkactor.tracing.configure()",
+}
+
+
+def _shared_properties(
+    properties: Mapping[str, str] | SharedBrokerConfig | None, config: BrokerConfig | None
+) -> SharedBrokerConfig:
+    """`Cluster(properties=...)` read on top of `config`; the properties that say where the
+    cluster lives are refused, naming the Cluster's parameter for them. Properties already
+    read (`kafkactor serve` reads a file and overrides) are taken as they are."""
+    if isinstance(properties, SharedBrokerConfig):
+        if config is not None:
+            raise ValueError("give config= or properties read into a SharedBrokerConfig, not both")
+        return properties
+    if not properties:
+        return SharedBrokerConfig(broker=config if config is not None else BrokerConfig())
+    for name in properties:
+        if name in _CLUSTER_PARAMETERS:
+            raise ConfigError(
+                "properties",
+                f"{name!r} is a Cluster parameter here: give {_CLUSTER_PARAMETERS[name]}",
+                setting=name,
+            )
+    return SharedBrokerConfig.from_properties(properties, base=config, source="properties")
 
 
 class ControllerRequestError(RuntimeError):
@@ -96,6 +132,18 @@ class Cluster:
     `kill_broker` stops a broker as a crash (nothing flushed); `restart_broker` starts it again
     from its data dir (logs recovered). Without ZooKeeper it then follows its partitions, or
     leads again (leader epoch + 1, ISR = its live replicas) the ones it led.
+
+    `properties` are Kafka's broker properties, shared by every broker
+    (`{"num.partitions": "4", "group.initial.rebalance.delay.ms": "0"}`), read and checked as
+    `kafkactor broker` reads its file (`kafkactor.server.SharedBrokerConfig`; a bad one raises
+    `ConfigError`, a ValueError, naming it). They are set on top of `config`: a property wins
+    over `config` for the setting it names, `config` keeps the rest. `broker.id` and
+    `advertised.listeners` name one broker and are refused; the properties that say where the
+    cluster lives are this constructor's parameters and are refused too, naming the parameter
+    (`listeners`: listen and port; `log.dirs`: data_dir; `zookeeper.connect`: zookeeper;
+    `zookeeper.session.timeout.ms`: session_timeout_ms; `kafkactor.event.log`: the tracing
+    configuration). `properties_ignored` names those accepted with no effect here. A
+    `SharedBrokerConfig` already read (with no `config`) is taken as it is.
     """
 
     def __init__(
@@ -110,15 +158,18 @@ class Cluster:
         session_timeout_ms: int = 6000,
         listen: str | None = None,
         port: int = 0,
+        properties: Mapping[str, str] | SharedBrokerConfig | None = None,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"a cluster needs at least one broker, got {brokers}")
+        shared = _shared_properties(properties, config)
         self._owns_dir = data_dir is None
         self.data_dir = (
             Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="kafkactor-"))
         )
         self.clock: Clock = clock if clock is not None else SystemClock()
-        self.config = config if config is not None else BrokerConfig()
+        self.config = shared.broker
+        self.properties_ignored = shared.ignored
         self.request_timeout_s = request_timeout_s
         self.directory = Directory()
         self.topic_configs: dict[str, LogConfig] = {}
@@ -143,8 +194,8 @@ class Cluster:
             if port and not 0 < port <= 65536 - brokers:
                 raise ValueError(f"port {port} leaves no room for {brokers} brokers")
             for index, broker_id in enumerate(self.broker_ids):
-                self._listeners[broker_id] = SocketServerConfig(
-                    host=listen, port=port + index if port else 0
+                self._listeners[broker_id] = dataclasses.replace(
+                    shared.socket_server, host=listen, port=port + index if port else 0
                 )
         self._admin_lock = threading.Lock()
 
@@ -372,9 +423,11 @@ class Cluster:
         """Create a topic; returns its replica assignment (partition -> broker ids).
 
         `config` is a LogConfig or Kafka's topic config names (`{"min.insync.replicas": "2"}`;
-        an unknown key is an error). With ZooKeeper, the assignment and config are written to
-        `/brokers/topics/<t>` and `/config/topics/<t>` and the controller elects the leaders;
-        this returns once every partition has one.
+        an unknown key is an error) over the brokers' topic-config defaults (`log.*`,
+        `min.insync.replicas`, ... of `properties`); none: those defaults. With ZooKeeper,
+        the assignment and config are written to `/brokers/topics/<t>` and
+        `/config/topics/<t>` and the controller elects the leaders; this returns once every
+        partition has one.
         """
         if not _TOPIC_NAME.fullmatch(name) or name in (".", ".."):
             raise ValueError(f"illegal topic name {name!r}: use [a-zA-Z0-9._-], 1-249 chars")
@@ -382,8 +435,9 @@ class Cluster:
             raise TopicExistsError(f"topic {name!r} already exists")
         if partitions < 1:
             raise ValueError(f"a topic needs at least one partition, got {partitions}")
-        if isinstance(config, Mapping):  # Kafka's names, e.g. {"min.insync.replicas": "2"}
-            config = zk_data.log_config_from(config)
+        if isinstance(config, Mapping):  # Kafka's names, over the brokers' defaults (log.*)
+            defaults = self.config.log_manager.default_log_config
+            config = zk_data.log_config_from(config, base=defaults)
         with self._admin_lock:  # brokers create topics too (CreateTopics, auto-creation)
             return self._create_topic(name, partitions, replication_factor, config)
 
@@ -428,7 +482,7 @@ class Cluster:
             )
         if self._zk.exists(zk_data.topic_path(name)) is not None:
             raise TopicExistsError(f"topic {name!r} already exists")
-        effective = config if config is not None else LogConfig()
+        effective = config if config is not None else self.config.log_manager.default_log_config
         self.topic_configs[name] = effective
         assignment = assign_replicas(live, partitions, replication_factor)
         config_path = zk_data.topic_config_path(name)

@@ -10,7 +10,18 @@ free loopback port, stopped (and its data removed) when the test ends::
         kafka_cluster.kill_broker(kafka_cluster.leader("orders", 0))  # faults, as the Cluster's
 
 The `kafka_cluster` marker passes options to the Cluster (anything `Cluster` takes but
-`listen`): `@pytest.mark.kafka_cluster(brokers=1, zookeeper=None)`.
+`listen`): `@pytest.mark.kafka_cluster(brokers=1, zookeeper=None)`. Kafka's broker settings go
+in `properties`, under Kafka's names, shared by every broker and checked as `kafkactor broker`
+checks its file::
+
+    @pytest.mark.kafka_cluster(
+        properties={"num.partitions": "4", "group.initial.rebalance.delay.ms": "0"}
+    )
+    def test_groups(kafka_cluster): ...
+
+`properties` are laid over `config` (a `BrokerConfig`) when both are given; a property the
+Cluster cannot take (`broker.id`, `log.dirs`, ...) fails the test's setup with a `ConfigError`
+naming it.
 """
 
 from __future__ import annotations
@@ -29,7 +40,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "kafka_cluster(**options): options for the kafka_cluster fixture's Cluster "
-        "(brokers=3, zookeeper='embedded', session_timeout_ms, config, ...)",
+        "(brokers=3, zookeeper='embedded', session_timeout_ms, config, "
+        "properties={'num.partitions': '4', ...}: Kafka's broker properties)",
     )
 
 
