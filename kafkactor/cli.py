@@ -10,9 +10,12 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from kafkactor import __version__
+
+if TYPE_CHECKING:  # the serve module loads the broker: imported where a command runs
+    from kafkactor.serve import ServeOptions
 
 
 def _cmd_version(_args: argparse.Namespace) -> int:
@@ -301,26 +304,49 @@ def _prefixed(say: Callable[[str], None], prefix: str, message: str) -> None:
     say(prefix + message)
 
 
-def _cmd_serve(args: argparse.Namespace) -> int:
-    from kafkactor.serve import ServeOptions, serve
+def serve_options(args: argparse.Namespace) -> ServeOptions:
+    """The `ServeOptions` of a parsed `kafkactor serve` command line (None: a flag not given)."""
+    from kafkactor.serve import ServeOptions
 
-    options = ServeOptions(
+    return ServeOptions(
         brokers=args.brokers,
         host=args.host,
         port=args.port,
         data_dir=Path(args.data_dir) if args.data_dir else None,
         zookeeper=args.zookeeper,
         events=Path(args.events) if args.events else None,
-        auto_create_topics=not args.no_auto_create_topics,
+        auto_create_topics=False if args.no_auto_create_topics else None,
         default_replication_factor=args.default_replication_factor,
+        properties=Path(args.properties) if args.properties else None,
+        overrides=tuple(args.override),
     )
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from kafkactor.serve import plan, serve
+    from kafkactor.server.config import ConfigError
+
     try:
-        return serve(options, sys.stdout)
+        planned = plan(serve_options(args))
+    except ConfigError as error:  # as `kafkactor broker` refuses a bad config
+        print(f"kafkactor serve: {error}", file=sys.stderr)
+        return 2
+    try:
+        return serve(planned, sys.stdout, err=sys.stderr)
     except OSError as error:  # the port is taken, the address is not ours ...
         print(
-            f"kafkactor serve: cannot listen on {args.host}:{args.port}: {error}", file=sys.stderr
+            f"kafkactor serve: cannot listen on {planned.host}:{planned.port}: {error}",
+            file=sys.stderr,
         )
         return 1
+
+
+def _override(text: str) -> tuple[str, str]:
+    """`--override name=value`: split at the first '=', as kafka-server-start.sh does."""
+    name, equals, value = text.partition("=")
+    if not equals or not name.strip():
+        raise argparse.ArgumentTypeError(f"must be NAME=VALUE, got {text!r}")
+    return name.strip(), value
 
 
 def _cmd_nemesis(args: argparse.Namespace) -> int:
@@ -412,26 +438,48 @@ def _add_serve_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
             "protocol (broker i on PORT + i - 1), and print one line "
             "'bootstrap.servers=HOST:PORT,...' once every broker serves. Any Kafka client "
             "can then produce and consume. SIGINT or SIGTERM shuts every broker down cleanly "
-            "(docs/network.md). Exit codes: 0 after a clean shutdown, 1 when a port cannot be "
-            "bound, 2 usage."
+            "(docs/network.md). Broker properties (Kafka's names, docs/broker-config.md) come "
+            "from PROPERTIES_FILE and --override, as kafka-server-start.sh takes them, and "
+            "apply to every broker; each flag below overrides the property it names. Exit "
+            "codes: 0 after a clean shutdown, 1 when a port cannot be bound, 2 usage or a "
+            "property refused."
         ),
+    )
+    server.add_argument(
+        "properties",
+        nargs="?",
+        metavar="PROPERTIES_FILE",
+        help="a server.properties file for every broker (no broker.id or advertised.listeners)",
+    )
+    server.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        type=_override,
+        metavar="NAME=VALUE",
+        help="a broker property over the file's (repeatable), e.g. num.partitions=4",
     )
     server.add_argument("--brokers", type=_positive_int, default=3, help="brokers (default 3)")
     server.add_argument(
-        "--port", type=int, default=9092, help="the first broker's port (default 9092; 0: free)"
+        "--port",
+        type=int,
+        help="the first broker's port (default: that of 'listeners', else 9092; 0: free)",
     )
     server.add_argument(
-        "--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)"
+        "--host",
+        help="the address to listen on (default: that of 'listeners', else 127.0.0.1)",
     )
     server.add_argument(
-        "--data-dir", help="keep the brokers' logs here (default: a temporary directory)"
+        "--data-dir",
+        help="keep broker i's logs in DIR/broker-i ('log.dirs'; default: a temporary directory)",
     )
     server.add_argument(
         "--zookeeper",
-        default="embedded",
-        help="'embedded' (default) or a real ZooKeeper's host:port",
+        help="'embedded' or a real ZooKeeper's host:port ('zookeeper.connect'; default: embedded)",
     )
-    server.add_argument("--events", help="write the event log (JSON lines) to this file")
+    server.add_argument(
+        "--events", help="write the event log (JSON lines) to this file ('kafkactor.event.log')"
+    )
     server.add_argument(
         "--no-auto-create-topics",
         action="store_true",
@@ -440,8 +488,8 @@ def _add_serve_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
     server.add_argument(
         "--default-replication-factor",
         type=_positive_int,
-        default=1,
-        help="replication factor of auto-created topics (default 1, as Kafka's)",
+        help="replication factor of auto-created topics (default.replication.factor; "
+        "default 1, as Kafka's)",
     )
     server.set_defaults(func=_cmd_serve)
 

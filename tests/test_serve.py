@@ -1,8 +1,10 @@
 """`kafkactor serve` as a user runs it: one `bootstrap.servers=` line once every broker serves,
-real clients on those addresses, a clean shutdown on SIGTERM or SIGINT, a taken port refused."""
+real clients on those addresses, a clean shutdown on SIGTERM or SIGINT, a taken port refused;
+Kafka's broker properties from a file and `--override`, as kafka-server-start.sh takes them."""
 
 from __future__ import annotations
 
+import shlex
 import signal
 import socket
 import subprocess
@@ -14,6 +16,9 @@ from pathlib import Path
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from kafkactor.cli import build_parser, main, serve_options
+from kafkactor.serve import ServeOptions, plan
+from kafkactor.server import ConfigError
 from kafkactor.storage import CLEAN_SHUTDOWN_FILE
 
 SERVE = [sys.executable, "-m", "kafkactor.cli", "serve"]
@@ -132,3 +137,177 @@ def test_a_taken_port_is_refused_with_exit_1(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert done.stdout == ""
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+
+
+# -- broker properties: a file, then overrides -------------------------------------------------
+
+# Kafka's usual test settings, the file's values beaten by the overrides
+TEST_PROPERTIES = """\
+# kafkactor serve test settings
+num.partitions=2
+group.initial.rebalance.delay.ms=3000
+num.io.threads=8
+"""
+OVERRIDES = ("num.partitions=4", "group.initial.rebalance.delay.ms=0")
+
+
+@pytest.fixture
+def properties_file(tmp_path: Path) -> Path:
+    path = tmp_path / "server.properties"
+    path.write_text(TEST_PROPERTIES)
+    return path
+
+
+def overrides(*texts: str) -> tuple[tuple[str, str], ...]:
+    return tuple((name, value) for name, _, value in (t.partition("=") for t in texts))
+
+
+def test_a_file_and_its_overrides_take_effect_for_real_clients(
+    tmp_path: Path, properties_file: Path
+) -> None:
+    args = [str(properties_file), *(f"--override={o}" for o in OVERRIDES)]
+    server = start(*args, "--brokers", "2", "--port", "0", cwd=tmp_path)
+    try:
+        producer = KafkaProducer(bootstrap_servers=server.bootstrap_servers)
+        assert producer.partitions_for("fresh") == {0, 1, 2, 3}  # auto-created: num.partitions
+        producer.close()
+    finally:
+        code, out, err = server.stop(signal.SIGTERM)
+    assert code == 0, err
+    assert out == ""
+    assert err == "kafkactor serve: ignored (no meaning here): num.io.threads\n"
+
+
+@pytest.mark.timeout(30)
+def test_the_brokers_run_with_the_overridden_values(properties_file: Path) -> None:
+    planned = plan(
+        ServeOptions(brokers=1, port=0, properties=properties_file, overrides=overrides(*OVERRIDES))
+    )
+    with planned.cluster() as cluster:
+        (broker,) = cluster.brokers.values()
+        assert broker.config.group.initial_rebalance_delay_ms == 0
+        assert broker.config.apis.num_partitions == 4
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["serve", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--override", "num.partitions=0"],
+            "--override: 'num.partitions' must be a positive integer, got '0'",
+        ),
+        (
+            ["--override", "log.cleaner.min.cleanable.ratio=1.5"],
+            "--override: 'log.cleaner.min.cleanable.ratio' must be a number from 0 to 1, got '1.5'",
+        ),
+        (
+            ["--override", "num.partitons=4"],
+            "--override: unknown setting 'num.partitons' (did you mean 'num.partitions'?)",
+        ),
+        (
+            ["--override", "broker.id=0"],
+            "--override: 'broker.id' names one broker, and these properties are shared by "
+            "every broker of the cluster (numbered 1 to N): remove it",
+        ),
+        (
+            ["--data-dir", "/tmp/x", "--override", "log.dirs=/tmp/y"],
+            "--override: 'log.dirs' is overridden and set by --data-dir too: give one of them",
+        ),
+        (
+            ["--override", "num.partitions=2", "--override", "num.partitions=3"],
+            "--override: 'num.partitions' is overridden twice",
+        ),
+    ],
+)
+@pytest.mark.timeout(10)
+def test_a_bad_property_exits_2_with_one_line_naming_it(
+    capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    assert run_cli(capsys, *args) == (2, "", f"kafkactor serve: {message}\n")
+
+
+@pytest.mark.timeout(10)
+def test_a_bad_line_of_the_file_is_named_with_its_line(
+    capsys: pytest.CaptureFixture[str], properties_file: Path
+) -> None:
+    properties_file.write_text(TEST_PROPERTIES + "broker.id=0\n")
+    code, out, err = run_cli(capsys, str(properties_file), "--override", "num.partitions=4")
+    assert (code, out) == (2, "")
+    assert err.startswith(f"kafkactor serve: {properties_file}:5: 'broker.id' names one broker")
+    assert err.count("\n") == 1
+
+
+@pytest.mark.timeout(10)
+def test_the_properties_that_say_where_the_cluster_lives_are_derived(tmp_path: Path) -> None:
+    derived = plan(
+        ServeOptions(
+            overrides=overrides(
+                "listeners=PLAINTEXT://127.0.0.2:19092",
+                f"log.dir={tmp_path}",
+                "zookeeper.connect=127.0.0.1:2181",
+                "zookeeper.session.timeout.ms=9000",
+                f"kafkactor.event.log={tmp_path / 'events.jsonl'}",
+                "controlled.shutdown.enable=false",
+            )
+        )
+    )
+    assert (derived.host, derived.port) == ("127.0.0.2", 19092)  # broker i on 19092 + i - 1
+    assert derived.data_dir == tmp_path  # broker i in <dir>/broker-i
+    assert (derived.zookeeper, derived.session_timeout_ms) == ("127.0.0.1:2181", 9000)
+    assert derived.events == tmp_path / "events.jsonl"
+    assert derived.config.ignored == ("controlled.shutdown.enable",)  # a broker process's only
+    plain = plan(ServeOptions())
+    assert (plain.host, plain.port, plain.data_dir, plain.zookeeper, plain.events) == (
+        "127.0.0.1",
+        9092,
+        None,
+        "embedded",
+        None,
+    )
+
+
+@pytest.mark.timeout(10)
+def test_a_flag_wins_over_the_file(properties_file: Path, tmp_path: Path) -> None:
+    properties_file.write_text(
+        "listeners=PLAINTEXT://127.0.0.2:19092\n"
+        f"log.dirs={tmp_path / 'file'}\n"
+        "zookeeper.connect=127.0.0.1:2181\n"
+        "auto.create.topics.enable=true\n"
+        "default.replication.factor=1\n"
+    )
+    planned = plan(
+        ServeOptions(
+            properties=properties_file,
+            port=0,
+            data_dir=tmp_path / "flag",
+            zookeeper="embedded",
+            auto_create_topics=False,
+            default_replication_factor=3,
+        )
+    )
+    assert (planned.host, planned.port) == ("127.0.0.2", 0)
+    assert (planned.data_dir, planned.zookeeper) == (tmp_path / "flag", "embedded")
+    apis = planned.config.broker.apis
+    assert (apis.auto_create_topics_enable, apis.default_replication_factor) == (False, 3)
+    with pytest.raises(ConfigError, match="'listeners' is overridden and set by --port too"):
+        plan(ServeOptions(port=0, overrides=overrides("listeners=PLAINTEXT://127.0.0.1:0")))
+
+
+@pytest.mark.timeout(10)
+def test_the_readme_shows_a_run_with_overrides_that_plans_as_it_says() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    (command,) = [
+        line
+        for line in readme.splitlines()
+        if line.startswith(".venv/bin/kafkactor serve ") and "--override" in line
+    ]
+    planned = plan(serve_options(build_parser().parse_args(shlex.split(command)[1:])))
+    broker = planned.config.broker
+    assert (broker.apis.num_partitions, broker.group.initial_rebalance_delay_ms) == (4, 0)
+    assert (planned.host, planned.port, planned.options.brokers) == ("127.0.0.1", 9092, 3)
