@@ -287,6 +287,27 @@ class DeleteGroupsResponse(Response):
 
 
 @message
+class OffsetsPartitionLoading:
+    """A LeaderAndIsr makes this broker leader of `__consumer_offsets` partition `partition`
+    in `leader_epoch`: its groups answer COORDINATOR_LOAD_IN_PROGRESS from now until the load
+    that `OffsetsPartitionElected` starts has ended (Kafka's `onElection`, whose
+    `addLoadingPartition` runs inside the LeaderAndIsr handling). Sent before the broker's
+    partitions apply the request, so before any metadata can name this broker as the leader."""
+
+    partition: int = 0
+    leader_epoch: int = 0
+
+
+@message
+class OffsetsPartitionsKnown:
+    """The `__consumer_offsets` partitions this broker's metadata cache now shows (after an
+    UpdateMetadata): for a group of one of them that it does not lead, the coordinator answers
+    NOT_COORDINATOR rather than COORDINATOR_LOAD_IN_PROGRESS."""
+
+    partitions: tuple[int, ...] = ()
+
+
+@message
 class OffsetsPartitionElected:
     """This broker became leader of `__consumer_offsets` partition `partition` in
     `leader_epoch`: load its groups (Kafka's `onElection`)."""

@@ -57,7 +57,9 @@ from kafkactor.messages.group import (
     OffsetCommitRequest,
     OffsetFetchRequest,
     OffsetsPartitionElected,
+    OffsetsPartitionLoading,
     OffsetsPartitionResigned,
+    OffsetsPartitionsKnown,
     SyncGroupRequest,
 )
 from kafkactor.messages.purgatory import OperationsExpired
@@ -288,6 +290,23 @@ class GroupCoordinatorActor(TracedActor):
 
     # -- leadership of __consumer_offsets --------------------------------------------------------
 
+    @handles(OffsetsPartitionsKnown)
+    def _on_known(self, event: OffsetsPartitionsKnown) -> None:
+        self.core.learn_partitions(event.partitions)
+
+    @handles(OffsetsPartitionLoading)
+    def _on_loading(self, event: OffsetsPartitionLoading) -> None:
+        """The window opens: the partition's groups answer COORDINATOR_LOAD_IN_PROGRESS until
+        `_on_elected` has read the partition back (the replica manager says so once the
+        partition has become leader and its log is final)."""
+        partition = event.partition
+        if event.leader_epoch < self._epochs.get(partition, -1):
+            return  # an older decision arrived late
+        self._epochs[partition] = event.leader_epoch
+        if partition in self.core.owned_partitions:
+            return  # still ours (a newer epoch of the same leadership)
+        self.core.begin_loading(partition)
+
     @handles(OffsetsPartitionElected)
     def _on_elected(self, event: OffsetsPartitionElected) -> None:
         partition = event.partition
@@ -346,6 +365,7 @@ class GroupCoordinatorActor(TracedActor):
             self._epochs[partition] = event.leader_epoch
         else:  # the replica stopped (its topic may be deleted and made again, from epoch 0)
             self._epochs.pop(partition, None)
+        self.core.learn_partitions((partition,))  # told of it: a follower's answer is definite
         if partition not in self.core.owned_partitions | self.core.loading_partitions:
             return
         unloaded = self.core.resign(partition, self.now)

@@ -65,6 +65,13 @@ class GroupCoordinatorCore:
     A group lives in partition `partition_for(group_id)` of `__consumer_offsets`. Requests
     for a group of a partition not in `owned_partitions` answer NOT_COORDINATOR, and
     COORDINATOR_LOAD_IN_PROGRESS between `begin_loading` and `finish_loading`.
+
+    With `owned_partitions` given, the core also tells "not mine" from "not told yet": a
+    partition this broker has heard nothing of (no LeaderAndIsr and no metadata naming it,
+    `known_partitions`) answers COORDINATOR_LOAD_IN_PROGRESS, not NOT_COORDINATOR. A client
+    only comes here because some broker's metadata named this one as the partition's leader,
+    and the controller's LeaderAndIsr to this broker may still be on its way (docs/coordinator.md,
+    "The load window").
     """
 
     def __init__(
@@ -83,6 +90,8 @@ class GroupCoordinatorCore:
             else set(owned_partitions)
         )
         self.loading_partitions: set[int] = set()
+        # the partitions this broker was told of (None: every one, when all are owned)
+        self.known_partitions: set[int] | None = None if owned_partitions is None else set()
         self.rebalancer = Rebalancer(self.config, member_id_suffix)
 
     def partition_for(self, group_id: str) -> int:
@@ -103,6 +112,9 @@ class GroupCoordinatorCore:
         if partition in self.loading_partitions:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         if partition not in self.owned_partitions:
+            known = self.known_partitions
+            if known is not None and partition not in known:
+                return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS  # not told yet: ask again
             return ErrorCode.NOT_COORDINATOR
         return None
 
@@ -417,9 +429,17 @@ class GroupCoordinatorCore:
 
     # -- loading and unloading (leadership of `__consumer_offsets` partitions) -------------------
 
+    def learn_partitions(self, partitions: Iterable[int]) -> None:
+        """This broker has heard of these `__consumer_offsets` partitions (its metadata shows
+        them, or the controller told it of their leadership): from now on, one it does not own
+        answers NOT_COORDINATOR."""
+        if self.known_partitions is not None:
+            self.known_partitions.update(partitions)
+
     def begin_loading(self, partition: int) -> None:
         """This broker now leads `partition` of `__consumer_offsets` and reads it back: its
         groups answer COORDINATOR_LOAD_IN_PROGRESS until `finish_loading`."""
+        self.learn_partitions((partition,))
         self.loading_partitions.add(partition)
 
     def finish_loading(self, partition: int) -> None:
@@ -456,6 +476,7 @@ class GroupCoordinatorCore:
         """This broker no longer leads `partition` of `__consumer_offsets`: its groups go, and
         their parked JoinGroups and SyncGroups answer NOT_COORDINATOR so that the clients
         look for the new coordinator."""
+        self.learn_partitions((partition,))
         self.owned_partitions.discard(partition)
         self.loading_partitions.discard(partition)
         unloaded = []

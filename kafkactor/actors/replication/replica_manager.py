@@ -32,7 +32,12 @@ from kafkactor.actors.replication.scatter_gather import ScatterGather
 from kafkactor.actors.runtime import Directory, TraceContext, TracedActor, addresses, handles
 from kafkactor.common import OFFSETS_TOPIC, PartitionLeaderState, TopicPartition
 from kafkactor.messages import ErrorCode, ErrorResponse, Request, Response
-from kafkactor.messages.group import OffsetsPartitionElected, OffsetsPartitionResigned
+from kafkactor.messages.group import (
+    OffsetsPartitionElected,
+    OffsetsPartitionLoading,
+    OffsetsPartitionResigned,
+    OffsetsPartitionsKnown,
+)
 from kafkactor.messages.offsets import (
     UNDEFINED_EPOCH,
     EpochEndOffset,
@@ -147,6 +152,7 @@ class ReplicaManagerActor(TracedActor):
             send=self.send,
         )
         self.metadata_cache = MetadataCache()
+        self._offsets_partitions_told: frozenset[int] = frozenset()
         self._fan_outs = ScatterGather()
         self._jobs: list[Any] = []
 
@@ -502,6 +508,14 @@ class ReplicaManagerActor(TracedActor):
             self.reply(request, UpdateMetadataResponse(error_code=refused))
             return
         self.metadata_cache.update(request)
+        offsets_partitions = frozenset(self.metadata_cache.partitions.get(OFFSETS_TOPIC, {}))
+        if offsets_partitions - self._offsets_partitions_told:
+            # the coordinator can now tell "another broker leads it" from "not told yet"
+            self._offsets_partitions_told |= offsets_partitions
+            self.send(
+                addresses.group_coordinator(self.broker_id),
+                OffsetsPartitionsKnown(partitions=tuple(sorted(offsets_partitions))),
+            )
         self.reply(request, UpdateMetadataResponse())
 
     @property
@@ -550,6 +564,16 @@ class ReplicaManagerActor(TracedActor):
             replica = self._replica(state.topic, state.partition)
             if state.leader == self.broker_id:
                 self.fetcher_manager.remove(TopicPartition.of(state))  # a leader stops fetching
+                if state.topic == OFFSETS_TOPIC:
+                    # Kafka's onElection marks the partition loading inside this handling:
+                    # before this broker answers the controller, so before any broker's
+                    # metadata names it leader, its coordinator answers LOAD_IN_PROGRESS
+                    self.send(
+                        addresses.group_coordinator(self.broker_id),
+                        OffsetsPartitionLoading(
+                            partition=state.partition, leader_epoch=state.leader_epoch
+                        ),
+                    )
             orders[key] = (replica.address, BecomeLeaderOrFollower(state=state))
         states = {str(TopicPartition.of(s)): s for s in request.partition_states}
         targets = {key: self.replicas[key] for key in orders}
@@ -581,9 +605,11 @@ class ReplicaManagerActor(TracedActor):
                 continue
             if not isinstance(response, PartitionStateApplied):
                 errors[key] = getattr(response, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR)
+                self._close_load_window(state, leads=replica.is_leader)
                 continue
             errors[key] = response.error_code
             if response.error_code is not ErrorCode.NONE:
+                self._close_load_window(state, leads=response.is_leader)
                 continue
             if state.leader_epoch < replica.leader_epoch:
                 # A newer LeaderAndIsr for this partition finished its fan-out first (it had
@@ -627,6 +653,14 @@ class ReplicaManagerActor(TracedActor):
                 )
             ),
         )
+
+    def _close_load_window(self, state: PartitionLeaderState, *, leads: bool) -> None:
+        """The partition refused this LeaderAndIsr: unless it `leads` all the same (the
+        request repeated an epoch it already has), the load window that
+        `OffsetsPartitionLoading` opened closes (a newer epoch's own message wins at the
+        coordinator)."""
+        if state.topic == OFFSETS_TOPIC and state.leader == self.broker_id and not leads:
+            self._tell_group_coordinator(state, leads=False)
 
     def _tell_group_coordinator(self, state: PartitionLeaderState, *, leads: bool) -> None:
         """Kafka's onLeadershipChange for `__consumer_offsets`: the broker's group coordinator

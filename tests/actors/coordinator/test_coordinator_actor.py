@@ -917,7 +917,9 @@ def test_a_broker_that_does_not_lead_the_groups_partition_answers_not_coordinato
     stack: ExitStack, replication_factor: int
 ) -> None:
     """With RF 3 the other brokers follow the partition (they were told they resign); with
-    RF 1 they hold no replica of it and were never told anything about it."""
+    RF 1 they hold no replica of it and know of it from their metadata alone. Before any
+    broker knows of `__consumer_offsets`, every broker is in the load window (it cannot tell
+    "not mine" from "not told yet", docs/coordinator.md) and answers as Kafka does there."""
     cluster = stack.enter_context(Cluster(3, config=broker_config(STICKY_ISR), zookeeper=None))
     client = Client("test", cluster.directory, cluster.clock)
     stack.callback(client.close)
@@ -937,12 +939,23 @@ def test_a_broker_that_does_not_lead_the_groups_partition_answers_not_coordinato
             assert fetched.error_code is ErrorCode.NOT_COORDINATOR
             assert described.error_code is ErrorCode.NOT_COORDINATOR
 
-    refused_everywhere(GROUP, {1, 2, 3})  # no __consumer_offsets yet: nobody coordinates
+    for broker in (1, 2, 3):  # no __consumer_offsets yet: not told of it yet
+        joined = answer(groups.join(GROUP, broker=broker), JoinGroupResponse)
+        assert joined.error_code is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        assert groups.fetch(broker=broker).error_code is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        assert groups.heartbeat("m", 1, GROUP, broker) is NONE  # Kafka's blind answer
     cluster.create_topic(OFFSETS_TOPIC, PARTITIONS, replication_factor, COMPACT)
     for partition, group in GROUPS.items():
         leader = groups.coordinator(group)
         assert leader == partition + 1
         groups.wait_loaded(group)
+        for broker in {1, 2, 3} - {leader}:  # once its metadata shows the partition
+            wait_until(
+                lambda b=broker, g=group: (
+                    groups.fetch(group=g, broker=b).error_code is ErrorCode.NOT_COORDINATOR
+                ),
+                message=f"broker {broker} to know it does not coordinate {group}",
+            )
         refused_everywhere(group, {1, 2, 3} - {leader})
         # ... while its leader serves it
         assert answer(groups.join(group), JoinGroupResponse).error_code is NONE

@@ -177,9 +177,63 @@ def test_delete_groups() -> None:
 # -- which coordinator answers -----------------------------------------------------------------
 
 
+def _window_answers(shell: Shell) -> dict[str, object]:
+    """What each group API answers for GROUP now (Kafka's validateGroupStatus per API)."""
+    core = shell.core
+    return {
+        "join": shell.join().result.error,
+        "sync": shell.sync("m", 1).result.error,
+        "heartbeat": shell.heartbeat("m", 1),
+        "leave": shell.leave("m").error,
+        "commit": set(shell.commit({TP0: 1}).errors.values()),
+        "fetch": core.handle_fetch_offsets(GROUP, [TP0])[0],
+        "describe": core.handle_describe_group(GROUP)[0],
+        "delete": core.handle_delete_groups([GROUP], shell.now).errors[GROUP],
+    }
+
+
+# Kafka's answers while a partition loads: the membership APIs and the offset APIs say
+# COORDINATOR_LOAD_IN_PROGRESS, SyncGroup says REBALANCE_IN_PROGRESS (the member rejoins) and
+# Heartbeat answers blindly (GroupCoordinator.handleSyncGroup / handleHeartbeat)
+LOADING = {
+    "join": ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    "sync": ErrorCode.REBALANCE_IN_PROGRESS,
+    "heartbeat": NONE,
+    "leave": ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    "commit": {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS},
+    "fetch": ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    "describe": ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    "delete": ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+}
+
+
+def test_every_group_api_in_the_load_window_answers_as_kafka() -> None:
+    """Not told of the partition yet (another broker's metadata may already name this one),
+    then loading: both are the load window; once told another broker leads it, or once
+    loaded, the answers are Kafka's for those states."""
+    core = GroupCoordinatorCore(TEST_CONFIG, owned_partitions=[])
+    shell = Shell(core)
+    partition = core.partition_for(GROUP)
+    assert _window_answers(shell) == LOADING  # not told yet
+    core.begin_loading(partition)
+    assert _window_answers(shell) == LOADING
+    assert core.handle_list_groups()[0] is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    core.finish_loading(partition)
+    assert core.handle_fetch_offsets(GROUP, [TP0])[0] is NONE
+    assert core.handle_describe_group(GROUP)[0] is NONE
+    core.resign(partition, shell.now)  # told: another broker leads it now
+    elsewhere = {api: ErrorCode.NOT_COORDINATOR for api in LOADING}
+    assert _window_answers(shell) == elsewhere | {"commit": {ErrorCode.NOT_COORDINATOR}}
+    # a partition its metadata shows, led elsewhere, is not the load window either
+    other = GroupCoordinatorCore(TEST_CONFIG, owned_partitions=[])
+    other.learn_partitions([partition])
+    assert _window_answers(Shell(other)) == elsewhere | {"commit": {ErrorCode.NOT_COORDINATOR}}
+
+
 def test_requests_for_a_group_elsewhere_or_loading_or_badly_named() -> None:
     core = GroupCoordinatorCore(TEST_CONFIG, owned_partitions=[])
     shell = Shell(core)
+    core.learn_partitions(range(TEST_CONFIG.offsets_topic_partitions))  # its metadata shows them
     assert shell.join().result.error is ErrorCode.NOT_COORDINATOR
     assert shell.core.handle_describe_group(GROUP) == (ErrorCode.NOT_COORDINATOR, EMPTY_GROUP)
     core.begin_loading(core.partition_for(GROUP))
