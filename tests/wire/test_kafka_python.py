@@ -265,6 +265,34 @@ def test_leader_killed_while_producing_loses_no_acknowledged_record(
     stored = {r.offset: r.value for r in read}
     check_acknowledged(acked, stored)
     assert len(stored) == len(acked), "the idempotent producer wrote a record twice"
+    check_metadata_leader_epochs(cluster, topic, moved=partition)
+
+
+def check_metadata_leader_epochs(cluster: Cluster, topic: str, *, moved: int) -> None:
+    """Metadata v7+ carries each partition's leader epoch (KIP-320), the one its leader's
+    replica holds: after a failover the moved partition's is past its first (0)."""
+
+    def answered() -> dict[int, tuple[int, int]]:
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+        try:
+            (described,) = admin.describe_topics([topic])
+        finally:
+            admin.close()
+        return {
+            p["partition_index"]: (p["leader_id"], p["leader_epoch"])
+            for p in described["partitions"]
+        }
+
+    def held() -> dict[int, tuple[int, int]]:
+        found = {}
+        for p in sorted(answered()):
+            replica = cluster.describe_partition(topic, p)
+            found[p] = (replica.leader, replica.leader_epoch)
+        return found
+
+    # the metadata caches follow the leaders' LeaderAndIsr within an UpdateMetadata
+    wait_until(lambda: answered() == held(), READ_S, "Metadata to show the leaders' epochs")
+    assert answered()[moved][1] > 0
 
 
 # -- 6. errors ---------------------------------------------------------------------------------
