@@ -12,6 +12,8 @@ from kafkactor.messages.errors import ErrorCode
 
 NO_GENERATION = -1  # Kafka's JoinGroupRequest.UNKNOWN_GENERATION_ID
 NO_MEMBER_ID = ""  # Kafka's JoinGroupRequest.UNKNOWN_MEMBER_ID: a new member
+# `group_instance_id` None is a dynamic member; a string names a static member (KIP-345,
+# JoinGroup v5+, SyncGroup / Heartbeat / LeaveGroup v3+, OffsetCommit v7+)
 
 
 # -- membership ----------------------------------------------------------------------------------
@@ -29,11 +31,14 @@ class GroupProtocol:
 @message
 class JoinGroupRequest(Request):
     """Kafka's JoinGroup (api key 11). `member_id` "" is a new member;
-    `require_known_member_id` is JoinGroup v4+'s behaviour (KIP-394: a new member first gets
-    its id with MEMBER_ID_REQUIRED)."""
+    `require_known_member_id` is JoinGroup v4+'s behaviour for a dynamic member (KIP-394: a
+    new member first gets its id with MEMBER_ID_REQUIRED). `group_instance_id` (v5+,
+    KIP-345) makes the member static: rejoining with "" after a restart, it takes over its
+    old member id's place without a rebalance."""
 
     group_id: str = ""
     member_id: str = NO_MEMBER_ID
+    group_instance_id: str | None = None
     client_id: str = ""
     client_host: str = ""
     session_timeout_ms: int = 10_000
@@ -45,10 +50,11 @@ class JoinGroupRequest(Request):
 
 @message
 class JoinGroupMemberInfo:
-    """One member in the leader's JoinGroup answer: its id and its metadata for the chosen
-    protocol."""
+    """One member in the leader's JoinGroup answer: its id, its group instance id (static
+    members, v5+) and its metadata for the chosen protocol."""
 
     member_id: str = ""
+    group_instance_id: str | None = None
     metadata: bytes = b""
 
 
@@ -82,6 +88,7 @@ class SyncGroupRequest(Request):
     group_id: str = ""
     generation_id: int = NO_GENERATION
     member_id: str = ""
+    group_instance_id: str | None = None
     protocol_type: str | None = None
     protocol_name: str | None = None
     assignments: tuple[SyncGroupAssignment, ...] = ()
@@ -97,11 +104,12 @@ class SyncGroupResponse(Response):
 
 @message
 class HeartbeatRequest(Request):
-    """Kafka's Heartbeat (api key 12)."""
+    """Kafka's Heartbeat (api key 12); v3+ carries the static member's group instance id."""
 
     group_id: str = ""
     generation_id: int = NO_GENERATION
     member_id: str = ""
+    group_instance_id: str | None = None
 
 
 @message
@@ -110,16 +118,30 @@ class HeartbeatResponse(Response):
 
 
 @message
+class LeaveGroupMember:
+    """One member leaving (LeaveGroup v3+'s `MemberIdentity`): by member id, or a static
+    member by its group instance id (member id "" or its current one)."""
+
+    member_id: str = NO_MEMBER_ID
+    group_instance_id: str | None = None
+
+
+@message
 class LeaveGroupRequest(Request):
-    """Kafka's LeaveGroup (api key 13): one member (v0-v2) or several (v3+)."""
+    """Kafka's LeaveGroup (api key 13): one member (v0-v2) or several (v3+). `member_ids`
+    are dynamic members; `members` (v3+) may name static members by group instance id."""
 
     group_id: str = ""
     member_ids: tuple[str, ...] = ()
+    members: tuple[LeaveGroupMember, ...] = ()
 
 
 @message
 class LeaveGroupMemberResult:
+    """One member's result: its identity as the request gave it, and its error."""
+
     member_id: str = ""
+    group_instance_id: str | None = None
     error_code: ErrorCode = ErrorCode.NONE
 
 
@@ -149,11 +171,12 @@ class OffsetCommitPartition:
 @message
 class OffsetCommitRequest(Request):
     """Kafka's OffsetCommit (api key 8). Generation -1 with member "" commits for a consumer
-    outside group management."""
+    outside group management; v7+ carries a static member's group instance id."""
 
     group_id: str = ""
     generation_id: int = NO_GENERATION
     member_id: str = NO_MEMBER_ID
+    group_instance_id: str | None = None
     partitions: tuple[OffsetCommitPartition, ...] = ()
 
 
@@ -220,7 +243,10 @@ class DescribeGroupsRequest(Request):
 
 @message
 class DescribedMember:
+    """One member as DescribeGroups shows it (`group_instance_id` from v4)."""
+
     member_id: str = ""
+    group_instance_id: str | None = None
     client_id: str = ""
     client_host: str = ""
     metadata: bytes = b""

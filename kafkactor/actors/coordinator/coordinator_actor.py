@@ -32,6 +32,7 @@ from kafkactor.actors.coordinator.results import (
     Effects,
     GroupConfig,
     JoinGroupResult,
+    MemberIdentity,
     OffsetCommitWrite,
     SyncGroupResult,
 )
@@ -157,6 +158,7 @@ class GroupCoordinatorActor(TracedActor):
             request.client_host,
             self.now,
             require_known_member_id=request.require_known_member_id,
+            group_instance_id=request.group_instance_id,
         )
         if outcome.result is not None:
             self.reply(request, join_response(outcome.result))
@@ -180,6 +182,7 @@ class GroupCoordinatorActor(TracedActor):
             self.now,
             protocol_type=request.protocol_type,
             protocol_name=request.protocol_name,
+            group_instance_id=request.group_instance_id,
         )
         if outcome.result is not None:
             self.reply(request, sync_response(outcome.result))
@@ -194,16 +197,27 @@ class GroupCoordinatorActor(TracedActor):
     @handles(HeartbeatRequest)
     def _on_heartbeat(self, request: HeartbeatRequest) -> None:
         outcome = self.core.handle_heartbeat(
-            request.group_id, request.member_id, request.generation_id, self.now
+            request.group_id,
+            request.member_id,
+            request.generation_id,
+            self.now,
+            group_instance_id=request.group_instance_id,
         )
         self.reply(request, HeartbeatResponse(error_code=outcome.error))
         self._apply(outcome.effects)
 
     @handles(LeaveGroupRequest)
     def _on_leave(self, request: LeaveGroupRequest) -> None:
-        outcome = self.core.handle_leave_group(request.group_id, request.member_ids, self.now)
+        leaving = [
+            *(MemberIdentity(m) for m in request.member_ids),
+            *(MemberIdentity(m.member_id, m.group_instance_id) for m in request.members),
+        ]
+        outcome = self.core.handle_leave_group(request.group_id, leaving, self.now)
         members = tuple(
-            LeaveGroupMemberResult(member_id=m, error_code=e) for m, e in outcome.members.items()
+            LeaveGroupMemberResult(
+                member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=m.error
+            )
+            for m in outcome.members
         )
         self.reply(request, LeaveGroupResponse(error_code=outcome.error, members=members))
         self._apply(outcome.effects)
@@ -215,7 +229,12 @@ class GroupCoordinatorActor(TracedActor):
         now = self.now
         offsets = committed_offsets(request, now)
         outcome = self.core.handle_commit_offsets(
-            request.group_id, request.member_id, request.generation_id, offsets, now
+            request.group_id,
+            request.member_id,
+            request.generation_id,
+            offsets,
+            now,
+            group_instance_id=request.group_instance_id,
         )
         self._apply(outcome.effects)
         if outcome.errors is not None:

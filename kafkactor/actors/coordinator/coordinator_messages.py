@@ -69,6 +69,7 @@ def described_group(group_id: str, error: ErrorCode, summary: GroupSummary) -> D
         members=tuple(
             DescribedMember(
                 member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
                 client_id=m.client_id,
                 client_host=m.client_host,
                 metadata=m.metadata,
@@ -94,7 +95,10 @@ def join_response(result: JoinGroupResult) -> JoinGroupResponse:
         leader_id=result.leader_id,
         member_id=result.member_id,
         members=tuple(
-            JoinGroupMemberInfo(member_id=m.member_id, metadata=m.metadata) for m in result.members
+            JoinGroupMemberInfo(
+                member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata
+            )
+            for m in result.members
         ),
     )
 

@@ -33,7 +33,9 @@ from kafkactor.actors.coordinator.results import (
     HeartbeatOutcome,
     JoinGroupResult,
     JoinOutcome,
+    LeaveMemberResult,
     LeaveOutcome,
+    MemberIdentity,
     OffsetCommitWrite,
     OffsetFetchPartition,
     SyncGroupResult,
@@ -133,11 +135,19 @@ class GroupCoordinatorCore:
         now_ms: int,
         *,
         require_known_member_id: bool,
+        group_instance_id: str | None = None,
     ) -> JoinOutcome:
         """A JoinGroup. Member id "" is a new member: it gets an id (client id + "-" + UUID)
         and, with `require_known_member_id` (JoinGroup v4+, KIP-394), MEMBER_ID_REQUIRED to
         rejoin with it. Otherwise the join is parked until the rebalance answers it, except
-        for a follower of a settled group rejoining with unchanged protocols."""
+        for a follower of a settled group rejoining with unchanged protocols.
+
+        With `group_instance_id` (JoinGroup v5+, KIP-345) the member is static: its id is the
+        instance id + "-" + UUID, it never gets MEMBER_ID_REQUIRED, and a known instance
+        joining with member id "" replaces its old member id, without a rebalance when the
+        group is Stable and the chosen protocol stays (`Rebalancer._rejoin_static`). A join
+        naming the instance with a member id other than its current one answers
+        FENCED_INSTANCE_ID."""
 
         def answer(error: ErrorCode) -> JoinOutcome:
             result = JoinGroupResult(member_id=member_id, error=error)
@@ -163,6 +173,7 @@ class GroupCoordinatorCore:
             session_timeout_ms,
             protocol_type,
             list(protocols),
+            group_instance_id,
         )
         return self.rebalancer.join(
             group, joiner, now_ms, require_known_member_id=require_known_member_id
@@ -191,6 +202,7 @@ class GroupCoordinatorCore:
         *,
         protocol_type: str | None = None,
         protocol_name: str | None = None,
+        group_instance_id: str | None = None,
     ) -> SyncOutcome:
         """A SyncGroup. In CompletingRebalance it is parked; the leader's (`assignments` by
         member id, an empty one for a member it left out) also names the group metadata to
@@ -213,6 +225,7 @@ class GroupCoordinatorCore:
             now_ms,
             protocol_type=protocol_type,
             protocol_name=protocol_name,
+            group_instance_id=group_instance_id,
         )
 
     def complete_group_write(
@@ -221,15 +234,24 @@ class GroupCoordinatorCore:
         """The append of `snapshot` (from `Effects.group_writes`) completed with `error`. For
         a leader's assignment, if the group still completes that generation: on success the
         assignments go out and the group is Stable; on failure every parked SyncGroup gets
-        the error and the group rebalances. Otherwise nothing happens."""
+        the error and the group rebalances. For a static member's new id (a rejoin without
+        rebalance): on success its JoinGroup is answered; on failure the instance gets its
+        old member id back and the JoinGroup the error. Otherwise nothing happens."""
         group = self.groups.get(snapshot.group_id)
         return self.rebalancer.complete_group_write(group, snapshot, error, now_ms)
 
     def handle_heartbeat(
-        self, group_id: str, member_id: str, generation_id: int, now_ms: int
+        self,
+        group_id: str,
+        member_id: str,
+        generation_id: int,
+        now_ms: int,
+        *,
+        group_instance_id: str | None = None,
     ) -> HeartbeatOutcome:
         """A Heartbeat: a fresh session for a known member of the current generation, answered
-        REBALANCE_IN_PROGRESS while the group prepares a rebalance (the member should rejoin)."""
+        REBALANCE_IN_PROGRESS while the group prepares a rebalance (the member should rejoin);
+        FENCED_INSTANCE_ID for a static instance whose member id has been replaced."""
         error = self._status_error(group_id)
         if error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
             return HeartbeatOutcome(ErrorCode.NONE)  # still loading: answer blindly
@@ -238,7 +260,7 @@ class GroupCoordinatorCore:
         group = self.groups.get(group_id)
         if group is None:
             return HeartbeatOutcome(ErrorCode.UNKNOWN_MEMBER_ID)
-        return self.rebalancer.heartbeat(group, member_id, generation_id, now_ms)
+        return self.rebalancer.heartbeat(group, member_id, generation_id, now_ms, group_instance_id)
 
     def on_heartbeat_expired(
         self, group_id: str, member_id: str, deadline_ms: int, now_ms: int, *, pending: bool = False
@@ -253,18 +275,23 @@ class GroupCoordinatorCore:
         return self.rebalancer.on_heartbeat_expired(group, member_id, deadline_ms, now_ms, pending)
 
     def handle_leave_group(
-        self, group_id: str, member_ids: Sequence[str], now_ms: int
+        self, group_id: str, members: Sequence[str | MemberIdentity], now_ms: int
     ) -> LeaveOutcome:
-        """A LeaveGroup of one member (v0-v2) or several (v3+): each leaves at once and the
-        group rebalances without it (the last one leaving makes the group Empty)."""
+        """A LeaveGroup of one member (v0-v2) or several (v3+), each named by member id or
+        (static members) by `MemberIdentity` with its group instance id: each leaves at once
+        and the group rebalances without it (the last one leaving makes the group Empty)."""
+        identities = [m if isinstance(m, MemberIdentity) else MemberIdentity(m) for m in members]
         error = self._status_error(group_id)
         if error is not None:
-            return LeaveOutcome(error, {}, Effects(group_id=group_id))
+            return LeaveOutcome(error, (), Effects(group_id=group_id))
         group = self.groups.get(group_id)
         if group is None:
-            errors = dict.fromkeys(member_ids, ErrorCode.UNKNOWN_MEMBER_ID)
-            return LeaveOutcome(ErrorCode.NONE, errors, Effects(group_id=group_id))
-        return self.rebalancer.leave(group, member_ids, now_ms)
+            results = tuple(
+                LeaveMemberResult(m.member_id, m.group_instance_id, ErrorCode.UNKNOWN_MEMBER_ID)
+                for m in identities
+            )
+            return LeaveOutcome(ErrorCode.NONE, results, Effects(group_id=group_id))
+        return self.rebalancer.leave(group, identities, now_ms)
 
     # -- offsets ---------------------------------------------------------------------------------
 
@@ -275,11 +302,14 @@ class GroupCoordinatorCore:
         generation_id: int,
         offsets: Mapping[TopicPartition, OffsetAndMetadata],
         now_ms: int,
+        *,
+        group_instance_id: str | None = None,
     ) -> CommitOutcome:
         """An OffsetCommit. A member commits in the current generation (which also renews its
         session), refused while the group awaits its assignment; generation -1 with member ""
-        is a consumer outside group management, accepted while the group is Empty. Accepted
-        offsets stay pending until `complete_offset_write`."""
+        is a consumer outside group management, accepted while the group is Empty. A static
+        instance whose member id has been replaced answers FENCED_INSTANCE_ID (OffsetCommit
+        v7+). Accepted offsets stay pending until `complete_offset_write`."""
 
         def answer(error: ErrorCode) -> CommitOutcome:
             return CommitOutcome(dict.fromkeys(offsets, error), None, Effects(group_id=group_id))
@@ -294,6 +324,8 @@ class GroupCoordinatorCore:
             group = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now_ms)
         if group.state is GroupState.DEAD:
             return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if group.is_static_member_fenced(member_id, group_instance_id):
+            return answer(ErrorCode.FENCED_INSTANCE_ID)
         b = EffectsBuilder(group_id)
         if generation_id >= 0 or group.state is not GroupState.EMPTY:
             member = group.members.get(member_id)

@@ -146,8 +146,10 @@ class GroupMetadata:
     `members` keeps join order, which is where a departing leader's successor comes from
     (Kafka takes the first key of a hash map). `pending_members` (KIP-394) holds the ids
     handed out with MEMBER_ID_REQUIRED, each with the deadline of its pending heartbeat:
-    the member must rejoin with its id before then. Pure state: it has no clock, every
-    method that stamps a time takes `now_ms`.
+    the member must rejoin with its id before then. `static_members` (KIP-345) maps each
+    static member's group instance id to its current member id; a request naming the
+    instance id with another member id is fenced (`is_static_member_fenced`). Pure state: it
+    has no clock, every method that stamps a time takes `now_ms`.
     """
 
     def __init__(
@@ -162,6 +164,7 @@ class GroupMetadata:
         self.leader_id: str | None = None
         self.members: dict[str, MemberMetadata] = {}
         self.pending_members: dict[str, int] = {}
+        self.static_members: dict[str, str] = {}  # group instance id -> member id
         # a member joined during the first rebalance: the initial delay may be extended
         self.new_member_added = False
         self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
@@ -229,13 +232,56 @@ class GroupMetadata:
         if self.leader_id is None:
             self.leader_id = member.member_id
         self.members[member.member_id] = member
+        if member.group_instance_id is not None:
+            self.static_members[member.group_instance_id] = member.member_id
         member.awaiting_join = awaiting_join
 
     def remove(self, member_id: str) -> MemberMetadata | None:
-        """Remove a member; a departing leader is succeeded by the oldest remaining member."""
+        """Remove a member (a static one with its instance id); a departing leader is
+        succeeded by the oldest remaining member."""
         member = self.members.pop(member_id, None)
+        instance = None if member is None else member.group_instance_id
+        if instance is not None and self.static_members.get(instance) == member_id:
+            del self.static_members[instance]
         if self.is_leader(member_id):
             self.leader_id = next(iter(self.members), None)
+        return member
+
+    # -- static members (KIP-345) ----------------------------------------------------------------
+
+    def has_static_member(self, group_instance_id: str | None) -> bool:
+        return group_instance_id is not None and group_instance_id in self.static_members
+
+    def static_member_id(self, group_instance_id: str) -> str:
+        """The current member id of a static member; KeyError for an unknown instance id."""
+        return self.static_members[group_instance_id]
+
+    def is_static_member_fenced(self, member_id: str, group_instance_id: str | None) -> bool:
+        """Kafka's `isStaticMemberFenced`: the instance id is a known static member's, but
+        under another member id (a stale or duplicate instance)."""
+        return (
+            group_instance_id is not None
+            and group_instance_id in self.static_members
+            and self.static_members[group_instance_id] != member_id
+        )
+
+    def replace_static_member(
+        self, old_member_id: str, new_member_id: str, group_instance_id: str
+    ) -> MemberMetadata:
+        """Kafka's `replaceGroupInstance`: the static member `old_member_id` continues as
+        `new_member_id`, with everything else (assignment, protocols, timeouts, its place in
+        join order, the leadership) unchanged. The caller answers whatever the old id had
+        parked (FENCED_INSTANCE_ID) before this clears the member's rebalance flags."""
+        member = self.members[old_member_id]
+        self.members = {
+            (new_member_id if mid == old_member_id else mid): m for mid, m in self.members.items()
+        }
+        member.member_id = new_member_id
+        member.awaiting_join = False
+        member.awaiting_sync = False
+        if self.is_leader(old_member_id):
+            self.leader_id = new_member_id
+        self.static_members[group_instance_id] = new_member_id
         return member
 
     def update_member(
@@ -434,6 +480,8 @@ class GroupMetadata:
                 assignment=stored.assignment,
             )
             group.members[member.member_id] = member
+            if member.group_instance_id is not None:
+                group.static_members[member.group_instance_id] = member.member_id
         if group.leader_id is None or group.leader_id not in group.members:
             group.leader_id = next(iter(group.members), None)
         return group

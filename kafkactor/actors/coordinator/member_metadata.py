@@ -57,8 +57,10 @@ class MemberMetadata:
       life schedules a later deadline, so an expiry naming an older deadline is stale.
     - `is_new`: joined but not yet through a completed join phase; such a member has only
       the new-member join timeout (5 minutes) and is not kept alive by waiting for the join.
-    - `group_instance_id` is kept for KIP-345 (static membership) but this coordinator only
-      builds dynamic members, so it is always None here.
+    - `group_instance_id` (KIP-345) makes the member static: the group maps the instance id
+      to the member's current id, a restarted instance rejoining with member id "" takes
+      this member's place (`GroupMetadata.replace_static_member`), and the member stays
+      through a rebalance it does not rejoin (only its session's end removes it).
     """
 
     member_id: str

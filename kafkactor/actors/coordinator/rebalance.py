@@ -26,7 +26,9 @@ from kafkactor.actors.coordinator.results import (
     JoinDeadline,
     JoinGroupResult,
     JoinOutcome,
+    LeaveMemberResult,
     LeaveOutcome,
+    MemberIdentity,
     SyncGroupResult,
     SyncOutcome,
     append_error,
@@ -42,7 +44,7 @@ _DEAD = GroupState.DEAD
 
 @dataclass(frozen=True, slots=True)
 class Joiner:
-    """The member a JoinGroup describes."""
+    """The member a JoinGroup describes (`group_instance_id` None: a dynamic member)."""
 
     member_id: str
     client_id: str
@@ -51,6 +53,22 @@ class Joiner:
     session_timeout_ms: int
     protocol_type: str
     protocols: list[Protocol]
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _StaticRejoin:
+    """A static member that rejoined a Stable group under a new member id, waiting for the
+    group metadata naming that id to be appended (Kafka's storeGroup callback in
+    updateStaticMemberAndRebalance): what to answer it, and what to restore if the append
+    fails."""
+
+    snapshot: GroupMetadataSnapshot
+    group_instance_id: str
+    old_member_id: str
+    new_member_id: str
+    old_protocols: tuple[Protocol, ...]
+    leader_id: str | None
 
 
 @dataclass(slots=True)
@@ -80,6 +98,7 @@ class Rebalancer:
     def __init__(self, config: GroupConfig, member_id_suffix: Callable[[], str]) -> None:
         self.config = config
         self._join_timers: dict[str, _JoinTimer] = {}
+        self._static_rejoins: dict[str, list[_StaticRejoin]] = {}  # by group id
         self._member_id_suffix = member_id_suffix
 
     # -- JoinGroup -------------------------------------------------------------------------------
@@ -98,10 +117,20 @@ class Rebalancer:
                 member_id=member_id, error=ErrorCode.INCONSISTENT_GROUP_PROTOCOL
             )
         elif member_id == UNKNOWN_MEMBER_ID:
-            member_id = generate_member_id(joiner.client_id, None, self._member_id_suffix)
-            result = self._join_new(
-                group, joiner, member_id, now_ms, b, require_known=require_known_member_id
-            )
+            instance = joiner.group_instance_id
+            member_id = generate_member_id(joiner.client_id, instance, self._member_id_suffix)
+            if instance is not None and group.has_static_member(instance):
+                self._rejoin_static(
+                    group, joiner, instance=instance, new_member_id=member_id, now_ms=now_ms, b=b
+                )
+                result = None
+            else:
+                # KIP-394's round trip is for dynamic members only (KafkaApis asks for it
+                # only without a group instance id)
+                require_known = require_known_member_id and instance is None
+                result = self._join_new(
+                    group, joiner, member_id, now_ms, b, require_known=require_known
+                )
         else:
             result = self._join_known(group, joiner, now_ms, b)
         if group.state is _PREPARING:
@@ -127,15 +156,24 @@ class Rebalancer:
         self._add_member_and_rebalance(group, joiner, member_id, now_ms, b)
         return None
 
-    def _join_known(
+    def _join_known(  # noqa: PLR0911 - one flat chain of checks, as Kafka's doJoinGroup
         self, group: GroupMetadata, joiner: Joiner, now_ms: int, b: EffectsBuilder
     ) -> JoinGroupResult | None:
         member_id = joiner.member_id
+        instance = joiner.group_instance_id
         if group.is_pending_member(member_id):
+            if instance is not None:
+                # a pending id is never a static member's: Kafka fails such a join with an
+                # IllegalStateException, which its client sees as UNKNOWN_SERVER_ERROR
+                return JoinGroupResult(member_id=member_id, error=ErrorCode.UNKNOWN_SERVER_ERROR)
             self._add_member_and_rebalance(group, joiner, member_id, now_ms, b)
             return None
+        if group.is_static_member_fenced(member_id, instance):
+            # the instance id has moved on to another member id: this is a stale instance
+            return JoinGroupResult(member_id=member_id, error=ErrorCode.FENCED_INSTANCE_ID)
         member = group.members.get(member_id)
-        if member is None or group.state is _EMPTY:
+        unknown_instance = instance is not None and not group.has_static_member(instance)
+        if member is None or unknown_instance or group.state is _EMPTY:
             return JoinGroupResult(member_id=member_id, error=ErrorCode.UNKNOWN_MEMBER_ID)
         unchanged = member.matches(joiner.protocols)
         if group.state is _COMPLETING and unchanged:
@@ -164,6 +202,7 @@ class Rebalancer:
     ) -> None:
         member = MemberMetadata(
             member_id=member_id,
+            group_instance_id=joiner.group_instance_id,
             client_id=joiner.client_id,
             client_host=joiner.client_host,
             rebalance_timeout_ms=joiner.rebalance_timeout_ms,
@@ -180,6 +219,108 @@ class Rebalancer:
         self.schedule_heartbeat(group, member, self.config.new_member_join_timeout_ms, now_ms, b)
         group.remove_pending_member(member_id)
         self._maybe_prepare_rebalance(group, now_ms, b)
+
+    # -- static members (KIP-345) ----------------------------------------------------------------
+
+    def _rejoin_static(
+        self,
+        group: GroupMetadata,
+        joiner: Joiner,
+        *,
+        instance: str,
+        new_member_id: str,
+        now_ms: int,
+        b: EffectsBuilder,
+    ) -> None:
+        """Kafka 2.8's updateStaticMemberAndRebalance: a known group instance id joins with
+        member id "" (the instance restarted). It takes over its old member id's place under
+        `new_member_id`: the old id's parked requests answer FENCED_INSTANCE_ID and its later
+        ones too. In a Stable group whose selected protocol the new protocols do not change,
+        there is no rebalance: the group metadata naming the new id is appended, then the
+        join is answered with the current generation and the current leader (the old leader
+        id when the instance led, so that it does not assign again) and the member syncs to
+        get the old id's assignment. Otherwise the group rebalances (CompletingRebalance:
+        the leader may have assigned to the old id) or the rebalance under way takes it."""
+        old_member_id = group.static_member_id(instance)
+        leader_id = group.leader_id
+        old = group.get(old_member_id)
+        if old.awaiting_join:
+            b.joins[old_member_id] = JoinGroupResult(
+                member_id=old_member_id, error=ErrorCode.FENCED_INSTANCE_ID
+            )
+        if old.awaiting_sync:
+            b.syncs[old_member_id] = SyncGroupResult(error=ErrorCode.FENCED_INSTANCE_ID)
+        b.cancel(old_member_id)  # its DelayedHeartbeat would find no such member anyway
+        old_protocols = tuple(old.supported_protocols)
+        member = group.replace_static_member(old_member_id, new_member_id, instance)
+        self.schedule_heartbeat(group, member, member.session_timeout_ms, now_ms, b)
+        group.update_member(member, joiner.protocols, awaiting_join=True)
+        if group.state is _STABLE and group.select_protocol() == group.protocol_name:
+            assignment = {m.member_id: m.assignment for m in group.members.values()}
+            snapshot = group.snapshot(assignment)
+            rejoin = _StaticRejoin(
+                snapshot, instance, old_member_id, new_member_id, old_protocols, leader_id
+            )
+            self._static_rejoins.setdefault(group.group_id, []).append(rejoin)
+            b.writes.append(snapshot)
+        elif group.is_in(_STABLE, _COMPLETING):
+            self._prepare_rebalance(group, now_ms, b)
+
+    def _take_static_rejoin(self, snapshot: GroupMetadataSnapshot) -> _StaticRejoin | None:
+        waiting = self._static_rejoins.get(snapshot.group_id)
+        if not waiting:
+            return None
+        for i, rejoin in enumerate(waiting):
+            if rejoin.snapshot == snapshot:
+                del waiting[i]
+                if not waiting:
+                    del self._static_rejoins[snapshot.group_id]
+                return rejoin
+        return None
+
+    def _complete_static_rejoin(
+        self,
+        group: GroupMetadata,
+        rejoin: _StaticRejoin,
+        error: ErrorCode,
+        now_ms: int,
+        b: EffectsBuilder,
+    ) -> None:
+        """The append of a static member's new id completed: answer its JoinGroup, or on
+        failure give the instance its old member id back and answer the error."""
+        if group.state is _DEAD:
+            return
+        new_id = rejoin.new_member_id
+        member = group.members.get(new_id)
+        if error is ErrorCode.NONE:
+            # answered now only while the group is still Stable; a rebalance that started
+            # meanwhile answers it with its new generation (Kafka answers it either way)
+            if member is not None and member.awaiting_join and group.state is _STABLE:
+                member.awaiting_join = False
+                b.joins[new_id] = JoinGroupResult(
+                    member_id=new_id,
+                    generation_id=group.generation_id,
+                    protocol_type=group.protocol_type,
+                    protocol_name=group.protocol_name,
+                    leader_id=rejoin.leader_id or "",
+                )
+            return
+        if member is None or group.static_members.get(rejoin.group_instance_id) != new_id:
+            return  # it left, or the instance moved on again, meanwhile
+        parked = member.awaiting_join
+        group.update_member(member, rejoin.old_protocols, awaiting_join=False)
+        old = group.replace_static_member(new_id, rejoin.old_member_id, rejoin.group_instance_id)
+        b.cancel(new_id)
+        self.schedule_heartbeat(group, old, old.session_timeout_ms, now_ms, b)
+        if parked:
+            b.joins[new_id] = JoinGroupResult(
+                member_id=UNKNOWN_MEMBER_ID,
+                error=group_append_error(error),
+                generation_id=group.generation_id,
+                protocol_type=group.protocol_type,
+                protocol_name=group.protocol_name,
+                leader_id=rejoin.leader_id or "",
+            )
 
     # -- the rebalance ---------------------------------------------------------------------------
 
@@ -297,12 +438,15 @@ class Rebalancer:
         *,
         protocol_type: str | None,
         protocol_name: str | None,
+        group_instance_id: str | None = None,
     ) -> SyncOutcome:
         def answer(error: ErrorCode) -> SyncOutcome:
             return SyncOutcome(SyncGroupResult(error=error), Effects(group_id=group.group_id))
 
         if group.state is _DEAD:
             return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if group.is_static_member_fenced(member_id, group_instance_id):
+            return answer(ErrorCode.FENCED_INSTANCE_ID)
         member = group.members.get(member_id)
         if member is None:
             return answer(ErrorCode.UNKNOWN_MEMBER_ID)
@@ -340,6 +484,11 @@ class Rebalancer:
         now_ms: int,
     ) -> Effects:
         b = EffectsBuilder(snapshot.group_id)
+        rejoin = self._take_static_rejoin(snapshot)
+        if rejoin is not None:
+            if group is not None:
+                self._complete_static_rejoin(group, rejoin, error, now_ms, b)
+            return b.build()
         if group is None or group.state is not _COMPLETING:
             return b.build()
         if group.generation_id != snapshot.generation_id:
@@ -357,11 +506,18 @@ class Rebalancer:
 
     # -- heartbeats ------------------------------------------------------------------------------
 
-    def heartbeat(
-        self, group: GroupMetadata, member_id: str, generation_id: int, now_ms: int
+    def heartbeat(  # noqa: PLR0911 - one flat chain of checks, as Kafka's handleHeartbeat
+        self,
+        group: GroupMetadata,
+        member_id: str,
+        generation_id: int,
+        now_ms: int,
+        group_instance_id: str | None = None,
     ) -> HeartbeatOutcome:
         if group.state is _DEAD:
             return HeartbeatOutcome(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if group.is_static_member_fenced(member_id, group_instance_id):
+            return HeartbeatOutcome(ErrorCode.FENCED_INSTANCE_ID)
         member = group.members.get(member_id)
         if member is None:
             return HeartbeatOutcome(ErrorCode.UNKNOWN_MEMBER_ID)
@@ -436,27 +592,48 @@ class Rebalancer:
 
     # -- LeaveGroup ------------------------------------------------------------------------------
 
-    def leave(self, group: GroupMetadata, member_ids: Sequence[str], now_ms: int) -> LeaveOutcome:
+    def leave(
+        self, group: GroupMetadata, members: Sequence[MemberIdentity], now_ms: int
+    ) -> LeaveOutcome:
+        """Kafka's handleLeaveGroup, member by member: a static member may be named by its
+        group instance id alone (member id ""); naming it with a member id other than its
+        current one is FENCED_INSTANCE_ID."""
         if group.state is _DEAD:
             return LeaveOutcome(
-                ErrorCode.COORDINATOR_NOT_AVAILABLE, {}, Effects(group_id=group.group_id)
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, (), Effects(group_id=group.group_id)
             )
         b = EffectsBuilder(group.group_id)
-        results: dict[str, ErrorCode] = {}
-        for member_id in member_ids:
-            member = group.members.get(member_id)
-            if group.is_pending_member(member_id):
-                group.remove_pending_member(member_id)
-                b.cancel(member_id)
-                b.check_join = b.check_join or group.state is _PREPARING
-                results[member_id] = ErrorCode.NONE
-            elif member is None:
-                results[member_id] = ErrorCode.UNKNOWN_MEMBER_ID
-            else:
-                self._remove_heartbeat_for_leaving_member(member, b)
-                self._remove_member_and_update_group(group, member, now_ms, b)
-                results[member_id] = ErrorCode.NONE
-        return LeaveOutcome(ErrorCode.NONE, results, b.build())
+        results = [
+            LeaveMemberResult(
+                m.member_id, m.group_instance_id, self._leave_one(group, m, now_ms, b)
+            )
+            for m in members
+        ]
+        return LeaveOutcome(ErrorCode.NONE, tuple(results), b.build())
+
+    def _leave_one(
+        self, group: GroupMetadata, leaving: MemberIdentity, now_ms: int, b: EffectsBuilder
+    ) -> ErrorCode:
+        member_id, instance = leaving.member_id, leaving.group_instance_id
+        if member_id != UNKNOWN_MEMBER_ID and group.is_static_member_fenced(member_id, instance):
+            return ErrorCode.FENCED_INSTANCE_ID
+        if group.is_pending_member(member_id):
+            if instance is not None:  # Kafka: IllegalStateException (no static id is pending)
+                return ErrorCode.UNKNOWN_SERVER_ERROR
+            group.remove_pending_member(member_id)
+            b.cancel(member_id)
+            b.check_join = b.check_join or group.state is _PREPARING
+            return ErrorCode.NONE
+        if instance is not None and group.has_static_member(instance):
+            member = group.get(group.static_member_id(instance))
+        else:
+            found = group.members.get(member_id)
+            if found is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            member = found
+        self._remove_heartbeat_for_leaving_member(member, b)
+        self._remove_member_and_update_group(group, member, now_ms, b)
+        return ErrorCode.NONE
 
     # -- unloading -------------------------------------------------------------------------------
 
@@ -466,6 +643,7 @@ class Rebalancer:
         b = EffectsBuilder(group.group_id)
         group.transition_to(_DEAD, now_ms)
         b.check_join = self.forget_join(group.group_id)
+        self._static_rejoins.pop(group.group_id, None)
         for member in group.members.values():
             if member.awaiting_join:
                 member.awaiting_join = False

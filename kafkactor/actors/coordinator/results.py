@@ -164,12 +164,36 @@ class HeartbeatOutcome:
 
 
 @dataclass(frozen=True, slots=True)
+class MemberIdentity:
+    """A member a LeaveGroup names (Kafka's `MemberIdentity`, LeaveGroup v3+): its member
+    id, and for a static member its group instance id (the member id may then be "")."""
+
+    member_id: str
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveMemberResult:
+    """One member's LeaveGroup result, under the identity the request gave."""
+
+    member_id: str
+    group_instance_id: str | None
+    error: ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
 class LeaveOutcome:
-    """A LeaveGroup's answer: a top-level error, and one per member (LeaveGroup v3+)."""
+    """A LeaveGroup's answer: a top-level error, and one result per member named, in the
+    request's order (LeaveGroup v3+)."""
 
     error: ErrorCode
-    members: Mapping[str, ErrorCode]
+    members: tuple[LeaveMemberResult, ...]
     effects: Effects = NO_EFFECTS
+
+    @property
+    def errors(self) -> dict[str, ErrorCode]:
+        """The members' errors by member id (for requests naming members by id alone)."""
+        return {m.member_id: m.error for m in self.members}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

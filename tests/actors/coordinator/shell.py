@@ -29,6 +29,7 @@ from kafkactor.actors.coordinator.results import (
     JoinDeadline,
     JoinGroupResult,
     LeaveOutcome,
+    MemberIdentity,
     OffsetCommitWrite,
     SyncGroupResult,
 )
@@ -122,6 +123,7 @@ class Shell:
         rebalance_ms: int = REBALANCE_MS,
         client_id: str = CLIENT_ID,
         require_known: bool = False,
+        instance: str | None = None,
     ) -> JoinCall:
         outcome = self.core.handle_join_group(
             group_id,
@@ -134,6 +136,7 @@ class Shell:
             "/127.0.0.1",
             self.now,
             require_known_member_id=require_known,
+            group_instance_id=instance,
         )
         call = JoinCall(group_id, outcome.member_id, outcome.result)
         if outcome.result is None:
@@ -151,6 +154,7 @@ class Shell:
         *,
         protocol_type: str | None = None,
         protocol_name: str | None = None,
+        instance: str | None = None,
     ) -> SyncCall:
         outcome = self.core.handle_sync_group(
             group_id,
@@ -160,6 +164,7 @@ class Shell:
             self.now,
             protocol_type=protocol_type,
             protocol_name=protocol_name,
+            group_instance_id=instance,
         )
         call = SyncCall(group_id, member_id, outcome.result)
         if outcome.result is None:
@@ -168,14 +173,24 @@ class Shell:
         self.settle()
         return call
 
-    def heartbeat(self, member_id: str, generation_id: int, group_id: str = GROUP) -> ErrorCode:
-        outcome = self.core.handle_heartbeat(group_id, member_id, generation_id, self.now)
+    def heartbeat(
+        self,
+        member_id: str,
+        generation_id: int,
+        group_id: str = GROUP,
+        *,
+        instance: str | None = None,
+    ) -> ErrorCode:
+        outcome = self.core.handle_heartbeat(
+            group_id, member_id, generation_id, self.now, group_instance_id=instance
+        )
         self.apply(outcome.effects)
         self.settle()
         return outcome.error
 
-    def leave(self, *member_ids: str, group_id: str = GROUP) -> LeaveOutcome:
-        outcome = self.core.handle_leave_group(group_id, member_ids, self.now)
+    def leave(self, *members: str | MemberIdentity, group_id: str = GROUP) -> LeaveOutcome:
+        """A LeaveGroup naming members by id, or by `MemberIdentity` (static members)."""
+        outcome = self.core.handle_leave_group(group_id, members, self.now)
         self.apply(outcome.effects)
         self.settle()
         return outcome
@@ -186,6 +201,8 @@ class Shell:
         member_id: str = "",
         generation_id: int = -1,
         group_id: str = GROUP,
+        *,
+        instance: str | None = None,
     ) -> CommitOutcome:
         """An OffsetCommit; with writes not held, `errors` is the answer after the append."""
         full = {
@@ -193,7 +210,7 @@ class Shell:
             for tp, o in offsets.items()
         }
         outcome = self.core.handle_commit_offsets(
-            group_id, member_id, generation_id, full, self.now
+            group_id, member_id, generation_id, full, self.now, group_instance_id=instance
         )
         self.apply(outcome.effects)
         if outcome.write is not None:

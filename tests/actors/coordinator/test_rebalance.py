@@ -104,7 +104,7 @@ def test_a_rebalance_completes_when_a_pending_member_leaves() -> None:
     pending = shell.join(require_known=True).result
     shell.join(b)
     outcome = shell.leave(pending.member_id)
-    assert outcome.members == {pending.member_id: ErrorCode.NONE}
+    assert outcome.errors == {pending.member_id: ErrorCode.NONE}
     assert shell.state() is COMPLETING
     assert set(shell.group().members) == {a, b}
 
@@ -440,7 +440,7 @@ def test_the_last_member_leaving_makes_the_group_empty() -> None:
     shell = Shell()
     (a,), generation = shell.stable_group(1)
     outcome = shell.leave(a)
-    assert (outcome.error, outcome.members) == (ErrorCode.NONE, {a: ErrorCode.NONE})
+    assert (outcome.error, outcome.errors) == (ErrorCode.NONE, {a: ErrorCode.NONE})
     assert shell.state() is EMPTY
     assert (shell.group().generation_id, shell.group().protocol_name) == (generation + 1, None)
     assert (GROUP, a) not in shell.heartbeat_deadlines
@@ -467,10 +467,10 @@ def test_a_member_leaving_while_its_join_waits_is_answered_unknown_member() -> N
 
 def test_leaving_unknown_members_and_groups() -> None:
     shell = Shell()
-    assert shell.leave("ghost").members == {"ghost": ErrorCode.UNKNOWN_MEMBER_ID}  # no group
+    assert shell.leave("ghost").errors == {"ghost": ErrorCode.UNKNOWN_MEMBER_ID}  # no group
     (a, b), _ = shell.stable_group(2)
     outcome = shell.leave(a, "ghost", b)  # LeaveGroup v3: a batch
-    assert outcome.members == {
+    assert outcome.errors == {
         a: ErrorCode.NONE,
         "ghost": ErrorCode.UNKNOWN_MEMBER_ID,
         b: ErrorCode.NONE,
