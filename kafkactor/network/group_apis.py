@@ -5,6 +5,7 @@ DeleteGroups — translated to and from the group coordinator's messages
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any, Final, TypeVar
 
@@ -27,11 +28,13 @@ from kafkactor.messages.group import (
     HeartbeatResponse,
     JoinGroupRequest,
     JoinGroupResponse,
+    LeaveGroupMember,
     LeaveGroupRequest,
     LeaveGroupResponse,
     ListGroupsRequest,
     ListGroupsResponse,
     OffsetCommitPartition,
+    OffsetCommitPartitionResult,
     OffsetCommitRequest,
     OffsetCommitResponse,
     OffsetFetchPartitionRequest,
@@ -185,10 +188,11 @@ class GroupApis:
         schema = response_type(ApiKey.JOIN_GROUP, version)
         member_type = nested(schema, "JoinGroupResponseMember")
         session_timeout_ms = millis(body.session_timeout)
-        # v5's group_instance_id (KIP-345) is ignored: every member is dynamic here
+        instance = _instance_id(body)  # v5+ (KIP-345): a static member
         request = JoinGroupRequest(
             group_id=body.group_id,
             member_id=body.member_id,
+            group_instance_id=instance,
             client_id=header.client_id or "",
             client_host=_client_host(header),
             session_timeout_ms=session_timeout_ms,
@@ -198,14 +202,18 @@ class GroupApis:
             protocols=tuple(
                 GroupProtocol(name=p.name, metadata=p.metadata) for p in body.protocols
             ),
-            require_known_member_id=version >= 4,  # KIP-394
+            # KIP-394, for dynamic members only (as Kafka's KafkaApis asks for it)
+            require_known_member_id=version >= 4 and instance is None,
         )
 
         def joined(response: JoinGroupResponse | None, code: ErrorCode) -> Step:
             r = response if response is not None else JoinGroupResponse(error_code=code)
             members = tuple(
                 build(
-                    member_type, member_id=m.member_id, group_instance_id=None, metadata=m.metadata
+                    member_type,
+                    member_id=m.member_id,
+                    group_instance_id=m.group_instance_id,  # v5+
+                    metadata=m.metadata,
                 )
                 for m in r.members
             )
@@ -227,6 +235,7 @@ class GroupApis:
             group_id=body.group_id,
             generation_id=int(body.generation_id),
             member_id=body.member_id,
+            group_instance_id=_instance_id(body),  # v3+
             assignments=tuple(
                 SyncGroupAssignment(member_id=a.member_id, assignment=a.assignment)
                 for a in body.assignments
@@ -242,7 +251,10 @@ class GroupApis:
     def heartbeat(self, header: RequestHeader, body: Any) -> Step:
         schema = response_type(ApiKey.HEARTBEAT, header.api_version)
         request = HeartbeatRequest(
-            group_id=body.group_id, generation_id=int(body.generation_id), member_id=body.member_id
+            group_id=body.group_id,
+            generation_id=int(body.generation_id),
+            member_id=body.member_id,
+            group_instance_id=_instance_id(body),  # v3+
         )
 
         def beaten(response: HeartbeatResponse | None, code: ErrorCode) -> Step:
@@ -253,7 +265,15 @@ class GroupApis:
     def leave_group(self, header: RequestHeader, body: Any) -> Step:
         version = header.api_version
         schema = response_type(ApiKey.LEAVE_GROUP, version)
-        members = tuple(m.member_id for m in body.members) if version >= 3 else (body.member_id,)
+        # v3+ names members by identity: a static member by its group instance id
+        leaving = (
+            tuple(
+                LeaveGroupMember(member_id=m.member_id, group_instance_id=m.group_instance_id)
+                for m in body.members
+            )
+            if version >= 3
+            else ()
+        )
 
         def left(response: LeaveGroupResponse | None, code: ErrorCode) -> Step:
             r = response if response is not None else LeaveGroupResponse(error_code=code)
@@ -269,14 +289,18 @@ class GroupApis:
                     build(
                         member_type,
                         member_id=m.member_id,
-                        group_instance_id=None,
+                        group_instance_id=m.group_instance_id,
                         error_code=m.error_code,
                     )
                     for m in r.members
                 ),
             )
 
-        request = LeaveGroupRequest(group_id=body.group_id, member_ids=members)
+        request = LeaveGroupRequest(
+            group_id=body.group_id,
+            member_ids=() if version >= 3 else (body.member_id,),
+            members=leaving,
+        )
         return self._ask(request, LeaveGroupResponse, left)
 
     # -- offsets --------------------------------------------------------------------------------
@@ -287,12 +311,14 @@ class GroupApis:
         partition_type = nested(schema, "OffsetCommitResponsePartition")
         # v0 has no generation nor member: a commit outside group management (generation -1,
         # member ""), as Kafka's v0 was. v1 alone has a commit timestamp per partition (-1: the
-        # broker's time). v2-v4's retention_time is ignored (offsets do not expire here), as is
-        # v7's group_instance_id; from v6 each offset carries the leader epoch it was read in
+        # broker's time). v2-v4's retention_time is ignored (offsets do not expire here); from
+        # v6 each offset carries the leader epoch it was read in, from v7 a static member's
+        # group instance id
         request = OffsetCommitRequest(
             group_id=body.group_id,
             generation_id=int(getattr(body, "generation_id_or_member_epoch", NO_GENERATION)),
             member_id=getattr(body, "member_id", NO_MEMBER_ID),
+            group_instance_id=_instance_id(body),
             partitions=tuple(
                 OffsetCommitPartition(
                     topic=topic.name,
@@ -307,8 +333,10 @@ class GroupApis:
             ),
         )
 
+        unknown: tuple[OffsetCommitPartitionResult, ...] = ()
+
         def committed(response: OffsetCommitResponse | None, code: ErrorCode) -> Step:
-            results = response.partitions if response is not None else ()
+            results = (*(response.partitions if response is not None else ()), *unknown)
             codes = {(p.topic, p.partition): p.error_code for p in results}
 
             def partition(topic: str, p: Any) -> Any:
@@ -326,7 +354,43 @@ class GroupApis:
             )
             return _answer(schema, topics=topics)
 
-        return self._ask(request, OffsetCommitResponse, committed)
+        topics = tuple(dict.fromkeys(p.topic for p in request.partitions))
+        if not topics:
+            return self._ask(request, OffsetCommitResponse, committed)
+
+        def checked(response: Response) -> Step:
+            # Kafka's handleOffsetCommitRequest: a partition its metadata cache does not know
+            # (no such topic, or an index beyond the topic's partitions) answers
+            # UNKNOWN_TOPIC_OR_PARTITION; the others go to the coordinator, which is not asked
+            # at all when none is left
+            nonlocal unknown
+            if not isinstance(response, MetadataResponse):
+                return committed(None, error_of(response))
+            known = {
+                (t.topic, p.partition)
+                for t in response.topics
+                if t.error_code is not ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                for p in t.partitions
+            }
+            kept = tuple(p for p in request.partitions if (p.topic, p.partition) in known)
+            unknown = tuple(
+                OffsetCommitPartitionResult(
+                    topic=p.topic,
+                    partition=p.partition,
+                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                )
+                for p in request.partitions
+                if (p.topic, p.partition) not in known
+            )
+            if not kept:
+                return committed(OffsetCommitResponse(), ErrorCode.UNKNOWN_SERVER_ERROR)
+            if unknown:
+                return self._ask(
+                    dataclasses.replace(request, partitions=kept), OffsetCommitResponse, committed
+                )
+            return self._ask(request, OffsetCommitResponse, committed)
+
+        return Ask(self.replica_manager, MetadataRequest(topics=topics), checked)
 
     def offset_fetch(self, header: RequestHeader, body: Any) -> Step:
         version = header.api_version
@@ -456,7 +520,7 @@ def _described(schema: type[Any], group: DescribedGroup) -> Any:
         build(
             member_type,
             member_id=m.member_id,
-            group_instance_id=None,  # v4+: no static members here
+            group_instance_id=m.group_instance_id,  # v4+
             client_id=m.client_id,
             client_host=m.client_host,
             member_metadata=m.metadata,
@@ -475,6 +539,13 @@ def _described(schema: type[Any], group: DescribedGroup) -> Any:
         # v3+ may ask for them (include_authorized_operations): no authorizer computes them
         authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )
+
+
+def _instance_id(body: Any) -> str | None:
+    """A request's group instance id (KIP-345; JoinGroup v5+, SyncGroup, Heartbeat v3+,
+    OffsetCommit v7+): None for a dynamic member and in the versions without the field."""
+    instance: str | None = getattr(body, "group_instance_id", None)
+    return instance
 
 
 def _client_host(header: RequestHeader) -> str:

@@ -32,6 +32,7 @@ from kafkactor.messages.group import (
     JoinGroupMemberInfo,
     JoinGroupRequest,
     JoinGroupResponse,
+    LeaveGroupMember,
     LeaveGroupMemberResult,
     LeaveGroupRequest,
     LeaveGroupResponse,
@@ -334,12 +335,14 @@ def test_without_a_topic_admin_a_missing_offsets_topic_is_only_not_available() -
 @pytest.mark.parametrize("version", [0, 1, 3, 4, 5])
 def test_join_group_is_asked_of_the_group_coordinator(version: int) -> None:
     body = join_group_request(version)
-    if version >= 5:  # static membership is not built: the member joins as a dynamic one
-        body = dataclasses.replace(body, group_instance_id="static-instance")
+    instance = "static-instance" if version >= 5 else None  # KIP-345: a static member
+    if instance is not None:
+        body = dataclasses.replace(body, group_instance_id=instance)
     request = asked(ApiKey.JOIN_GROUP, version, body, JoinGroupRequest).request
     assert request == JoinGroupRequest(
         group_id=GROUP,
         member_id="",
+        group_instance_id=instance,
         client_id=CLIENT_ID,
         client_host="/" + CLIENT_ADDRESS,  # as Kafka shows it (InetAddress.toString)
         session_timeout_ms=10_000,
@@ -349,8 +352,43 @@ def test_join_group_is_asked_of_the_group_coordinator(version: int) -> None:
             GroupProtocol(name="range", metadata=b"\x00\x01range-subscription"),
             GroupProtocol(name="roundrobin", metadata=b"\x00\x01rr-subscription"),
         ),
-        require_known_member_id=version >= 4,
+        # KIP-394's round trip is for dynamic members only, as Kafka's KafkaApis asks for it
+        require_known_member_id=version >= 4 and instance is None,
     )
+
+
+def test_join_group_v5_of_a_dynamic_member_requires_a_known_member_id() -> None:
+    request = asked(ApiKey.JOIN_GROUP, 5, join_group_request(5), JoinGroupRequest).request
+    assert (request.group_instance_id, request.require_known_member_id) == (None, True)
+
+
+def test_join_group_v5_tells_the_leader_each_members_instance_id() -> None:
+    then = asked(ApiKey.JOIN_GROUP, 5, join_group_request(5), JoinGroupRequest).then
+    joined = JoinGroupResponse(
+        generation_id=3,
+        protocol_type="consumer",
+        protocol_name="range",
+        leader_id=MEMBER,
+        member_id=MEMBER,
+        members=(
+            JoinGroupMemberInfo(member_id=MEMBER, group_instance_id="one", metadata=b"a"),
+            JoinGroupMemberInfo(member_id="other", metadata=b"b"),
+        ),
+    )
+    body = answer(then(joined), ApiKey.JOIN_GROUP, 5)
+    assert [(m.member_id, m.group_instance_id) for m in body.members] == [
+        (MEMBER, "one"),
+        ("other", None),
+    ]
+
+
+def test_sync_heartbeat_and_commit_carry_the_static_members_instance_id() -> None:
+    sync = dataclasses.replace(sync_group_request(3), group_instance_id="one")
+    assert asked(ApiKey.SYNC_GROUP, 3, sync, SyncGroupRequest).request.group_instance_id == "one"
+    beat = dataclasses.replace(sample_request(ApiKey.HEARTBEAT, 3), group_instance_id="one")
+    assert asked(ApiKey.HEARTBEAT, 3, beat, HeartbeatRequest).request.group_instance_id == "one"
+    commit = dataclasses.replace(offset_commit_request(7), group_instance_id="one")
+    assert committed_asked(7, commit).request.group_instance_id == "one"
 
 
 @pytest.mark.parametrize("version", [0, 2, 5])
@@ -436,7 +474,10 @@ def test_leave_group_before_v3_is_one_member_whose_error_is_the_requests(version
 def test_leave_group_v3_answers_each_member() -> None:
     body = leave_group_request(3, MEMBER, "gone")
     step = asked(ApiKey.LEAVE_GROUP, 3, body, LeaveGroupRequest)
-    assert step.request == LeaveGroupRequest(group_id=GROUP, member_ids=(MEMBER, "gone"))
+    assert step.request == LeaveGroupRequest(
+        group_id=GROUP,
+        members=(LeaveGroupMember(member_id=MEMBER), LeaveGroupMember(member_id="gone")),
+    )
     response = LeaveGroupResponse(
         members=(
             LeaveGroupMemberResult(member_id=MEMBER),
@@ -451,14 +492,98 @@ def test_leave_group_v3_answers_each_member() -> None:
     ]
 
 
+def test_leave_group_v3_by_instance_id_answers_under_the_identity_given() -> None:
+    schema_body = leave_group_request(3, "", MEMBER)
+    identities = (
+        dataclasses.replace(schema_body.members[0], group_instance_id="one"),
+        dataclasses.replace(schema_body.members[1], group_instance_id="two"),
+    )
+    body = dataclasses.replace(schema_body, members=identities)
+    step = asked(ApiKey.LEAVE_GROUP, 3, body, LeaveGroupRequest)
+    assert step.request.members == (
+        LeaveGroupMember(member_id="", group_instance_id="one"),
+        LeaveGroupMember(member_id=MEMBER, group_instance_id="two"),
+    )
+    response = LeaveGroupResponse(
+        members=(
+            LeaveGroupMemberResult(member_id="", group_instance_id="one"),
+            LeaveGroupMemberResult(
+                member_id=MEMBER,
+                group_instance_id="two",
+                error_code=ErrorCode.FENCED_INSTANCE_ID,
+            ),
+        )
+    )
+    read = answer(step.then(response), ApiKey.LEAVE_GROUP, 3)
+    assert [(m.member_id, m.group_instance_id, m.error_code) for m in read.members] == [
+        ("", "one", ErrorCode.NONE),
+        (MEMBER, "two", ErrorCode.FENCED_INSTANCE_ID),
+    ]
+
+
 # -- OffsetCommit and OffsetFetch ----------------------------------------------------------------
+
+
+def topic_with(*partitions: int, name: str = TOPIC) -> TopicMetadata:
+    return TopicMetadata(
+        topic=name, partitions=tuple(PartitionMetadata(partition=p, leader=1) for p in partitions)
+    )
+
+
+def committed_asked(
+    version: int, body: Any, known: Response | None = None
+) -> Asked[OffsetCommitRequest]:
+    """An OffsetCommit: first its topics are looked up in the metadata cache (Kafka's
+    KafkaApis checks each partition is known), then the known partitions go to the
+    coordinator. `known` answers the lookup (by default: TOPIC with partitions 0 and 1)."""
+    step = handle(apis(), ApiKey.OFFSET_COMMIT, version, body)
+    assert isinstance(step, Ask), step
+    assert step.address == REPLICA_MANAGER
+    assert step.request == MetadataRequest(topics=(TOPIC,))
+    return ask(step.then(known or metadata(topic_with(0, 1))), OffsetCommitRequest)
+
+
+def commit_errors(body: Any) -> list[tuple[str, int, int]]:
+    return [(t.name, p.partition_index, p.error_code) for t in body.topics for p in t.partitions]
+
+
+@pytest.mark.parametrize("version", [0, 2, 7])
+def test_offset_commit_to_a_topic_that_does_not_exist_is_unknown_topic_or_partition(
+    version: int,
+) -> None:
+    step = handle(apis(), ApiKey.OFFSET_COMMIT, version, offset_commit_request(version))
+    assert isinstance(step, Ask) and step.address == REPLICA_MANAGER
+    missing = TopicMetadata(topic=TOPIC, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    body = answer(step.then(metadata(missing)), ApiKey.OFFSET_COMMIT, version)  # nothing asked
+    assert commit_errors(body) == [
+        (TOPIC, 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        (TOPIC, 1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    ]
+
+
+def test_offset_commit_beyond_a_topics_partitions_commits_the_rest() -> None:
+    step = committed_asked(7, offset_commit_request(7), metadata(topic_with(0)))
+    assert [(p.topic, p.partition) for p in step.request.partitions] == [(TOPIC, 0)]
+    response = OffsetCommitResponse(partitions=(OffsetCommitPartitionResult(topic=TOPIC),))
+    assert commit_errors(answer(step.then(response), ApiKey.OFFSET_COMMIT, 7)) == [
+        (TOPIC, 0, ErrorCode.NONE),
+        (TOPIC, 1, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+    ]
+
+
+def test_offset_commit_without_metadata_answers_each_partition_the_failure() -> None:
+    step = handle(apis(), ApiKey.OFFSET_COMMIT, 7, offset_commit_request(7))
+    assert isinstance(step, Ask)
+    failed = step.then(ErrorResponse(error_code=ErrorCode.BROKER_NOT_AVAILABLE))
+    assert commit_errors(answer(failed, ApiKey.OFFSET_COMMIT, 7)) == [
+        (TOPIC, 0, ErrorCode.BROKER_NOT_AVAILABLE),
+        (TOPIC, 1, ErrorCode.BROKER_NOT_AVAILABLE),
+    ]
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 5, 6, 7])
 def test_offset_commit_is_translated_per_partition(version: int) -> None:
-    request = asked(
-        ApiKey.OFFSET_COMMIT, version, offset_commit_request(version), OffsetCommitRequest
-    ).request
+    request = committed_asked(version, offset_commit_request(version)).request
     epoch = 4 if version >= 6 else -1  # committed_leader_epoch from v6
     stamp = COMMIT_TIME_MS if version == 1 else -1  # commit_timestamp: v1 only
     assert request == OffsetCommitRequest(
@@ -486,9 +611,7 @@ def test_offset_commit_is_translated_per_partition(version: int) -> None:
 def test_offset_commit_answers_each_partition_and_one_left_out_is_an_unknown_error(
     version: int,
 ) -> None:
-    then = asked(
-        ApiKey.OFFSET_COMMIT, version, offset_commit_request(version), OffsetCommitRequest
-    ).then
+    then = committed_asked(version, offset_commit_request(version)).then
     response = OffsetCommitResponse(
         partitions=(
             OffsetCommitPartitionResult(
@@ -611,6 +734,7 @@ STABLE = DescribedGroup(
     members=(
         DescribedMember(
             member_id=MEMBER,
+            group_instance_id="one",
             client_id="rdkafka",
             client_host="/10.1.1.1",
             metadata=b"sub",
@@ -644,8 +768,8 @@ def test_describe_groups_round_trip(version: int) -> None:
     assert (member.member_metadata, member.member_assignment) == (b"sub", b"assigned")
     if version >= 3:  # asked for (include_authorized_operations): there is no authorizer
         assert [g.authorized_operations for g in body.groups] == [OMITTED, OMITTED]
-    if version >= 4:
-        assert member.group_instance_id is None
+    if version >= 4:  # static membership (KIP-345)
+        assert member.group_instance_id == "one"
 
 
 @pytest.mark.parametrize("version", [0, 3, 4])
@@ -741,7 +865,15 @@ def test_a_failed_ask_answers_its_code_in_every_shape(
     case: tuple[ApiKey, int], failure: Response, code: ErrorCode
 ) -> None:
     api, version = case
-    step = handle(apis(), api, version, sample_request(api, version))
+    sample = sample_request(api, version)
+    step = handle(apis(), api, version, sample)
+    if api is ApiKey.OFFSET_COMMIT:  # the metadata cache knows every partition: on it goes
+        assert isinstance(step, Ask) and step.address == REPLICA_MANAGER
+        known = (
+            topic_with(*(int(p.partition_index) for p in t.partitions), name=t.name)
+            for t in sample.topics
+        )
+        step = step.then(metadata(*known))
     assert isinstance(step, Ask) and step.address == COORDINATOR
     body = answer(step.then(failure), api, version)
     codes = error_codes(api, version, body)
