@@ -70,6 +70,8 @@ class SegmentInfo:
     """Kafka's ``largestTimestamp``: the largest record timestamp, else the file's mtime."""
     last_modified_ms: int
     """Kafka's ``lastModified``: the `.log` file's mtime (the cleaner sets it on what it writes)."""
+    first_batch_timestamp: int = -1
+    """The first batch's max timestamp (-1: none), what `max.compaction.lag.ms` counts from."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +112,7 @@ def describe_segments(log: Log) -> LogView:
                 time_index_bytes=segment.time_index.size_in_bytes,
                 largest_timestamp=segment.retention_timestamp(),
                 last_modified_ms=os.stat(segment.log_path).st_mtime_ns // 1_000_000,
+                first_batch_timestamp=_or_none(segment.first_batch_timestamp()),
             )
             for segment, end in zip(segments, ends, strict=True)
         ]
@@ -117,6 +120,26 @@ def describe_segments(log: Log) -> LogView:
         return LogView(infos, log.truncations, log_end, producers)
 
     return log.read_segments(read)
+
+
+def _or_none(timestamp: int | None) -> int:
+    return -1 if timestamp is None else timestamp
+
+
+def max_compaction_delay(
+    view: LogView, first_dirty: int, now_ms: int, max_compaction_lag_ms: int
+) -> int:
+    """Kafka's ``maxCompactionDelay`` (KIP-354): how long past `max.compaction.lag.ms` the
+    oldest dirty inactive segment's first batch is; 0 when none is past it."""
+    dirty = [
+        info.first_batch_timestamp
+        for info in _from_floor(view.inactive, first_dirty)
+        if info.first_batch_timestamp > 0
+    ]
+    if not dirty:
+        return 0
+    clean_until = now_ms - max(max_compaction_lag_ms, 0)
+    return max(0, clean_until - min(dirty))
 
 
 def cleanable_offsets(
@@ -161,6 +184,13 @@ class LogToClean:
     first_uncleanable_offset: int
     clean_bytes: int
     cleanable_bytes: int
+    max_compaction_delay_ms: int = 0
+    """How long past `max.compaction.lag.ms` its oldest dirty record is (0: not yet)."""
+
+    @property
+    def needs_compaction_now(self) -> bool:
+        """Kafka's ``needCompactionNow``: cleaned whatever its dirty ratio (KIP-354)."""
+        return self.max_compaction_delay_ms > 0
 
     @property
     def total_bytes(self) -> int:
@@ -183,7 +213,10 @@ class LogToClean:
         cleanable = sum(
             info.size for info in _from_floor(inactive, first_dirty) if info.base_offset < upper
         )
-        return cls(log.topic_partition, log, first_dirty, first_uncleanable, clean, cleanable)
+        delay = max_compaction_delay(view, first_dirty, now_ms, log.config.max_compaction_lag_ms)
+        return cls(
+            log.topic_partition, log, first_dirty, first_uncleanable, clean, cleanable, delay
+        )
 
 
 class LogCleanerManager:
@@ -218,8 +251,9 @@ class LogCleanerManager:
     def grab_filthiest_compacted_log(
         self, now_ms: int, skip: Collection[TopicPartition] = ()
     ) -> LogToClean | None:
-        """The compacted log with the highest dirty ratio above its `min.cleanable.dirty.ratio`
-        (not in progress, not in `skip`), now marked in progress; None when there is none."""
+        """The compacted log with the highest dirty ratio above its `min.cleanable.dirty.ratio`,
+        or with dirty records older than its `max.compaction.lag.ms` (not in progress, not in
+        `skip`), now marked in progress; None when there is none."""
         with self._lock:
             compacted = {
                 tp: log
@@ -240,7 +274,10 @@ class LogCleanerManager:
                     candidates.append(candidate)
             self.dirtiest_ratio = max((c.cleanable_ratio for c in candidates), default=0.0)
             cleanable = [
-                c for c in candidates if c.cleanable_ratio > c.log.config.min_cleanable_dirty_ratio
+                c
+                for c in candidates
+                if (c.needs_compaction_now and c.cleanable_bytes > 0)
+                or c.cleanable_ratio > c.log.config.min_cleanable_dirty_ratio
             ]
             if not cleanable:
                 return None

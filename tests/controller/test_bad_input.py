@@ -60,7 +60,19 @@ BAD_REQUESTS = {
         "unknown topic config keys: bogus, no.such.key",
     ),
     "bad-config-value": BadRequest(
-        1, 1, {"min.insync.replicas": "two"}, ValueError, "must be an integer, not 'two'"
+        1,
+        1,
+        {"min.insync.replicas": "two"},
+        ValueError,
+        "Invalid value two for configuration min.insync.replicas: Not a number of type INT",
+    ),
+    "out-of-range-config-value": BadRequest(
+        1,
+        1,
+        {"segment.ms": "0"},
+        ValueError,
+        "Invalid value 0 for configuration segment.ms: Value must be at least 1; valid values: "
+        "[1,...]",
     ),
 }
 

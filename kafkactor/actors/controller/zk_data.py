@@ -10,6 +10,15 @@ from typing import Any
 
 from kafkactor.common import PartitionLeaderState, TopicPartition
 from kafkactor.storage import LogConfig
+from kafkactor.storage.topic_config import (
+    TOPIC_CONFIGS,
+    TopicConfigError,
+    format_topic_config,
+    parse_topic_configs,
+)
+from kafkactor.storage.topic_config import (
+    UnknownTopicConfigError as UnknownTopicConfigError,  # noqa: PLC0414 - re-exported
+)
 
 BROKER_IDS = "/brokers/ids"
 BROKER_TOPICS = "/brokers/topics"
@@ -28,10 +37,6 @@ class MalformedZnodeError(ValueError):
         super().__init__(f"malformed znode {path}: {reason}")
         self.path = path
         self.reason = reason
-
-
-class UnknownTopicConfigError(ValueError):
-    """A topic config key Kafka does not know."""
 
 
 def broker_path(broker_id: int) -> str:
@@ -241,25 +246,9 @@ def decode_isr_change(path: str, data: bytes) -> list[TopicPartition]:
 
 # -- /config/topics/<topic> -------------------------------------------------------------------
 
-# Kafka's topic config names and the LogConfig fields they set.
-TOPIC_CONFIG_KEYS: dict[str, str] = {
-    "segment.bytes": "segment_bytes",
-    "segment.ms": "segment_ms",
-    "index.interval.bytes": "index_interval_bytes",
-    "segment.index.bytes": "max_index_size",
-    "retention.bytes": "retention_bytes",
-    "retention.ms": "retention_ms",
-    "max.message.bytes": "max_message_bytes",
-    "flush.messages": "flush_interval_messages",
-    "flush.ms": "flush_interval_ms",
-    "file.delete.delay.ms": "file_delete_delay_ms",
-    "min.insync.replicas": "min_insync_replicas",
-    "unclean.leader.election.enable": "unclean_leader_election_enable",
-    "cleanup.policy": "cleanup_policy",
-    "delete.retention.ms": "delete_retention_ms",
-    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
-    "min.compaction.lag.ms": "min_compaction_lag_ms",
-}
+# Kafka's topic config names and the LogConfig fields they set: every key of Kafka 2.8's
+# LogConfig (kafkactor.storage.topic_config holds their types, defaults and validators).
+TOPIC_CONFIG_KEYS: dict[str, str] = {name: key.field for name, key in TOPIC_CONFIGS.items()}
 _FIELD_KEYS = {field: key for key, field in TOPIC_CONFIG_KEYS.items()}
 
 
@@ -270,37 +259,32 @@ def topic_config_overrides(config: LogConfig) -> dict[str, str]:
     for field in dataclasses.fields(LogConfig):
         value = getattr(config, field.name)
         if value != getattr(default, field.name):
-            overrides[_FIELD_KEYS[field.name]] = (
-                str(value).lower() if isinstance(value, bool) else str(value)
-            )
+            key = _FIELD_KEYS[field.name]
+            overrides[key] = format_topic_config(key, value)
     return overrides
 
 
 def log_config_from(overrides: Mapping[str, str], base: LogConfig | None = None) -> LogConfig:
-    """A LogConfig from Kafka-named overrides; unknown keys and bad values are errors."""
-    unknown = sorted(set(overrides) - set(TOPIC_CONFIG_KEYS))
-    if unknown:
-        raise UnknownTopicConfigError(f"unknown topic config keys: {', '.join(unknown)}")
-    changes: dict[str, Any] = {}
-    for key, text in overrides.items():
-        field = TOPIC_CONFIG_KEYS[key]
-        if field == "unclean_leader_election_enable":
-            if str(text).lower() not in ("true", "false"):
-                raise ValueError(f"{key} must be true or false, not {text!r}")
-            changes[field] = str(text).lower() == "true"
-        elif field == "cleanup_policy":
-            changes[field] = str(text)  # LogConfig checks and normalises the policy list
-        elif field == "min_cleanable_dirty_ratio":
-            try:
-                changes[field] = float(text)
-            except ValueError:
-                raise ValueError(f"{key} must be a number, not {text!r}") from None
-        else:
-            try:
-                changes[field] = int(text)
-            except ValueError:
-                raise ValueError(f"{key} must be an integer, not {text!r}") from None
-    return dataclasses.replace(base if base is not None else LogConfig(), **changes)
+    """A LogConfig from Kafka-named overrides on top of `base`, each value checked as Kafka's
+    LogConfig checks it: `UnknownTopicConfigError` for unknown keys, `TopicConfigError` (a
+    ValueError naming the key, the value and the valid values) for a bad value."""
+    start = base if base is not None else LogConfig()
+    changes = parse_topic_configs(overrides)
+    low = changes.get("min_compaction_lag_ms", start.min_compaction_lag_ms)
+    high = changes.get("max_compaction_lag_ms", start.max_compaction_lag_ms)
+    if low > high:  # Kafka's LogConfig.validateValues
+        name = (
+            "min.compaction.lag.ms"
+            if "min.compaction.lag.ms" in overrides
+            else ("max.compaction.lag.ms")
+        )
+        raise TopicConfigError(
+            name,
+            str(overrides[name]),
+            f"conflict topic config setting min.compaction.lag.ms ({low}) > "
+            f"max.compaction.lag.ms ({high})",
+        )
+    return dataclasses.replace(start, **changes)
 
 
 def encode_topic_config(config: LogConfig) -> bytes:

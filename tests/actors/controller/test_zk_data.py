@@ -394,18 +394,31 @@ def test_topic_config_written_by_kafka_decodes() -> None:
 
 log_configs = st.builds(
     LogConfig,
-    segment_bytes=st.integers(1, 2**31 - 1),
+    segment_bytes=st.integers(14, 2**31 - 1),
     segment_ms=st.integers(1, 2**40),
     index_interval_bytes=st.integers(0, 2**20),
     max_index_size=st.integers(8, 2**31 - 1),
     retention_bytes=st.integers(-1, 2**40),
     retention_ms=st.integers(-1, 2**40),
-    max_message_bytes=st.integers(1, 2**31 - 1),
-    flush_interval_messages=st.none() | st.integers(1, 2**40),
+    max_message_bytes=st.integers(0, 2**31 - 1),
+    flush_interval_messages=st.none() | st.integers(0, 2**40),
     flush_interval_ms=st.none() | st.integers(0, 2**40),
     file_delete_delay_ms=st.integers(0, 2**31 - 1),
     min_insync_replicas=st.integers(1, 10),
     unclean_leader_election_enable=st.booleans(),
+    cleanup_policy=st.sampled_from(["delete", "compact", "compact,delete"]),
+    max_compaction_lag_ms=st.integers(1, 2**63 - 1),
+    segment_jitter_ms=st.integers(0, 2**40),
+    message_timestamp_type=st.sampled_from(["CreateTime", "LogAppendTime"]),
+    message_timestamp_difference_max_ms=st.integers(0, 2**63 - 1),
+    compression_type=st.sampled_from(
+        ["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"]
+    ),
+    preallocate=st.booleans(),
+    message_format_version=st.sampled_from(["2.8-IV1", "0.10.0", "1.0", "2.4-IV0"]),
+    message_downconversion_enable=st.booleans(),
+    leader_replication_throttled_replicas=st.sampled_from(["", "*", "0:1", "0:1,1:2"]),
+    follower_replication_throttled_replicas=st.sampled_from(["", "*", "3:4"]),
 )
 
 
