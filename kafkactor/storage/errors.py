@@ -7,6 +7,7 @@ their fields, so they can cross a process like any other value (docs/architectur
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 # Kafka's names of the compression codec ids (CompressionType).
@@ -18,11 +19,15 @@ __all__ = [
     "InvalidLogDirectoryError",
     "InvalidLogFileError",
     "InvalidProducerEpochError",
+    "InvalidRecordError",
+    "InvalidTimestampError",
     "LogClosedError",
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
     "ProducerStateError",
+    "RecordError",
     "RecordTooLargeError",
+    "RecordValidationError",
     "StorageError",
     "TruncatedBatchError",
     "UnknownProducerIdError",
@@ -143,3 +148,37 @@ class UnknownProducerIdError(OutOfOrderSequenceError):
 
 class InvalidProducerEpochError(ProducerStateError):
     """A batch from an older epoch of a producer: a fenced zombie (INVALID_PRODUCER_EPOCH, 47)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordError:
+    """Why one record of a batch was refused (KIP-467's `RecordError`): `batch_index` is the
+    record's index in its batch, `message` Kafka's text for it."""
+
+    batch_index: int
+    message: str
+
+
+class RecordValidationError(StorageError):
+    """A leader append whose records Kafka's `LogValidator` refuses (its
+    `RecordValidationException`): `record_errors` names each refused record of the first batch
+    that had any. Nothing of the append was written."""
+
+    def __init__(self, message: str, record_errors: tuple[RecordError, ...]) -> None:
+        super().__init__(message)
+        self.message = message
+        self.record_errors = record_errors
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.message, self.record_errors))
+
+
+class InvalidRecordError(RecordValidationError):
+    """Records a log cannot take, such as a record without a key on a compacted topic
+    (Kafka's `InvalidRecordException`, INVALID_RECORD 87)."""
+
+
+class InvalidTimestampError(RecordValidationError):
+    """Records whose timestamps the log refuses: further from the leader's clock than
+    `message.timestamp.difference.max.ms`, or a producer batch that claims LogAppendTime
+    (Kafka's `InvalidTimestampException`, INVALID_TIMESTAMP 32)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -16,9 +17,9 @@ from typing import TypeVar
 
 from kafkactor import tracing
 from kafkactor.storage.checkpoint import TopicPartition
+from kafkactor.storage.compression import CompressionType
 from kafkactor.storage.config import LogConfig
 from kafkactor.storage.errors import (
-    CorruptRecordError,
     InvalidAppendOffsetError,
     InvalidLogDirectoryError,
     LogClosedError,
@@ -28,14 +29,31 @@ from kafkactor.storage.errors import (
 from kafkactor.storage.leader_epoch import EpochEntry
 from kafkactor.storage.log_info import LogAppendInfo, LogOffsetMetadata, LogReadResult
 from kafkactor.storage.log_loader import LogLoader
+from kafkactor.storage.log_validator import (
+    recompressed,
+    target_codec,
+    validate_batches,
+    validate_records,
+)
 from kafkactor.storage.producer_state import (
     DuplicateBatch,
     ProducerStateManager,
     StoredProducerBatch,
     read_producer_batches,
 )
-from kafkactor.storage.record_batch import RecordBatch, iter_batches, stamped_chunks
-from kafkactor.storage.records import NO_TIMESTAMP, BytesLike, Record, build_batch
+from kafkactor.storage.record_batch import (
+    RecordBatch,
+    iter_batches,
+    log_append_time_chunks,
+    stamped_chunks,
+)
+from kafkactor.storage.records import (
+    LOG_APPEND_TIME,
+    NO_TIMESTAMP,
+    BytesLike,
+    Record,
+    build_batch,
+)
 from kafkactor.storage.segment import BatchHeader, LogSegment
 from kafkactor.storage.time_index import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetAndTimestamp
 from kafkactor.timer import Clock, Scheduler, SystemClock
@@ -60,8 +78,11 @@ def parse_topic_partition(directory: Path) -> TopicPartition:
     return TopicPartition(topic=topic, partition=int(partition))
 
 
-def _duplicate_append(duplicate: DuplicateBatch, batches: list[RecordBatch]) -> LogAppendInfo:
-    """The answer to a producer's retry: the original batch's offsets, nothing written."""
+def _duplicate_append(
+    duplicate: DuplicateBatch, batches: list[RecordBatch], log_append_time: bool
+) -> LogAppendInfo:
+    """The answer to a producer's retry: the original batch's offsets, nothing written. On a
+    LogAppendTime log the original batch's max timestamp is its append time."""
     return LogAppendInfo(
         first_offset=duplicate.first_offset,
         last_offset=duplicate.last_offset,
@@ -70,14 +91,20 @@ def _duplicate_append(duplicate: DuplicateBatch, batches: list[RecordBatch]) -> 
         batch_count=len(batches),
         size_in_bytes=0,
         duplicate=True,
+        log_append_time=duplicate.max_timestamp if log_append_time else NO_TIMESTAMP,
     )
 
 
 def _stored_headers(
-    batches: list[RecordBatch], position: int, first: int, leader_epoch: int | None
+    batches: list[RecordBatch],
+    position: int,
+    first: int,
+    leader_epoch: int | None,
+    append_time: int,
 ) -> list[BatchHeader]:
     """The headers `batches` will have in a segment from file `position` on: restamped with
-    offsets from `first` and the leader's epoch, or (a follower's, no epoch) as they are."""
+    offsets from `first` and the leader's epoch (and, when `append_time` is not NO_TIMESTAMP,
+    that max timestamp), or (a follower's, no epoch) as they are."""
     headers = []
     offset = first
     for batch in batches:
@@ -87,7 +114,8 @@ def _stored_headers(
         else:
             base, epoch = offset, leader_epoch
         last = base + batch.last_offset_delta
-        headers.append(BatchHeader(position, base, size, last, batch.max_timestamp, epoch))
+        max_timestamp = batch.max_timestamp if append_time == NO_TIMESTAMP else append_time
+        headers.append(BatchHeader(position, base, size, last, max_timestamp, epoch))
         position += size
         offset = last + 1
     return headers
@@ -141,6 +169,7 @@ class Log:
         self._producers = loaded.producer_state
         for base in self._bases[:-1]:  # only the active segment's index keeps preallocated room
             self._segments[base].trim_index()
+        self._roll_jitter_ms = self._random_segment_jitter()
 
     # -- segments ------------------------------------------------------------------------------
 
@@ -152,6 +181,15 @@ class Log:
             max_index_size=self.config.max_index_size,
             created_ms=self.clock.now_ms(),
         )  # recovery bounds batches by the format only: a lowered max_message_bytes loses nothing
+
+    def _random_segment_jitter(self) -> int:
+        """Kafka's `randomSegmentJitter`: how much sooner than `segment.ms` the active segment
+        rolls by time, drawn when it becomes active, below `segment.jitter.ms` and
+        `segment.ms`."""
+        jitter = self.config.segment_jitter_ms
+        if jitter == 0:
+            return 0
+        return random.randrange(min(jitter, self.config.segment_ms))
 
     @property
     def _active(self) -> LogSegment:
@@ -221,35 +259,62 @@ class Log:
         with self._lock:
             self._check_open()
             first = self.log_end_offset
+            config = self.config
+            now = self.clock.now_ms()  # the append time, and what timestamps are checked by
             if isinstance(records, bytes | bytearray | memoryview):
                 # Untrusted producer bytes: every record's framing is checked (Kafka's
                 # LogValidator walks the records of an uncompressed batch too), where they are.
                 # The write then restamps each batch's first 16 bytes and sends the rest of
                 # the producer's bytes as they came: no copy of the records.
                 batches = self._validated(records, deep=True)
-                if self.config.compact:
-                    self._check_keys(batches)
+                validate_batches(batches, str(self.topic_partition), config, now)
+                codec = target_codec(config)
+                if codec is not None:
+                    batches = [recompressed(batch, codec) or batch for batch in batches]
                 duplicate = self._producers.validate_leader_append(batches)
                 if duplicate is not None:
-                    return _duplicate_append(duplicate, batches)
-                chunks, end = stamped_chunks(batches, first, leader_epoch)
-                info = self._append(chunks, batches, first, end - 1, leader_epoch)
+                    return _duplicate_append(duplicate, batches, config.log_append_time)
+                if config.log_append_time:
+                    # Kafka's setMaxTimestamp(LOG_APPEND_TIME, now): the header is rewritten
+                    # and its CRC recomputed; the records are still not copied.
+                    chunks, end = log_append_time_chunks(batches, first, leader_epoch, now)
+                    append_time = now
+                else:
+                    chunks, end = stamped_chunks(batches, first, leader_epoch)
+                    append_time = NO_TIMESTAMP
+                info = self._append(
+                    chunks, batches, first, end - 1, leader_epoch, append_time=append_time
+                )
                 offset = first
+                stamped = None if append_time == NO_TIMESTAMP else append_time
                 for batch in batches:  # their views still hold the producer's base offsets
-                    self._producers.update(batch, offset, offset + batch.last_offset_delta)
-                    offset += batch.last_offset_delta + 1
+                    last = offset + batch.last_offset_delta
+                    self._producers.update(batch, offset, last, stamped)
+                    offset = last + 1
                 return info
             if not records:
                 raise ValueError("an append needs at least one record")
-            if self.config.compact and any(record.key is None for record in records):
-                raise CorruptRecordError(self._keyless_message(), 0)
-            built = build_batch(records, first, leader_epoch)
+            validate_records(records, str(self.topic_partition), config, now, first)
+            codec = target_codec(config)
+            compression = codec if codec is not None else CompressionType.NONE
+            if config.log_append_time:
+                built = build_batch(
+                    records,
+                    first,
+                    leader_epoch,
+                    timestamp_type=LOG_APPEND_TIME,
+                    log_append_time_ms=now,
+                    compression=compression,
+                )
+            else:
+                built = build_batch(records, first, leader_epoch, compression=compression)
             return self._append(
                 [built],
                 [RecordBatch(built, verify_crc=False)],
                 first,
                 first + len(records) - 1,
                 leader_epoch,
+                append_time=now if config.log_append_time else NO_TIMESTAMP,
             )
 
     def append_as_follower(self, records: BytesLike) -> LogAppendInfo:
@@ -271,19 +336,15 @@ class Log:
                     )
                 expected = batch.last_offset + 1
             info = self._append(
-                [records], batches, batches[0].base_offset, batches[-1].last_offset, None
+                [records],
+                batches,
+                batches[0].base_offset,
+                batches[-1].last_offset,
+                None,
+                append_time=NO_TIMESTAMP,
             )
             self._producers.update_from_batches(batches)
             return info
-
-    def _check_keys(self, batches: list[RecordBatch]) -> None:
-        # Kafka's LogValidator.validateKey: a compacted log refuses a record without a key.
-        for batch in batches:
-            if not batch.is_control_batch and any(r.key is None for r in batch.records()):
-                raise CorruptRecordError(self._keyless_message(), batch.position)
-
-    def _keyless_message(self) -> str:
-        return f"compacted topic cannot accept a record without a key ({self.topic_partition})"
 
     def _validated(self, records: BytesLike, *, deep: bool) -> list[RecordBatch]:
         batches = list(iter_batches(records, deep=deep))
@@ -298,10 +359,13 @@ class Log:
         first: int,
         last: int,
         leader_epoch: int | None,
+        *,
+        append_time: int,
     ) -> LogAppendInfo:
         """Write validated batches, whose bytes are `chunks` back to back; `leader_epoch` is
         the leader's (the batches are stored with offsets from `first` and that epoch), None
-        for a follower (stored as they are)."""
+        for a follower (stored as they are). `append_time` is the max timestamp a
+        LogAppendTime leader stamped into every batch, else NO_TIMESTAMP."""
         size = 0
         for batch in batches:
             size += batch.size_in_bytes
@@ -318,12 +382,15 @@ class Log:
                     self._epochs.assign(batch.leader_epoch, batch.base_offset)
         elif leader_epoch >= 0:
             self._epochs.assign(leader_epoch, first)
-        max_timestamp = max(batch.max_timestamp for batch in batches)
+        if append_time == NO_TIMESTAMP:
+            max_timestamp = max(batch.max_timestamp for batch in batches)
+        else:
+            max_timestamp = append_time
         records = sum(batch.record_count for batch in batches)
         segment = self._maybe_roll(size, first, last, max_timestamp)
         segment.append_batches(
             chunks,
-            _stored_headers(batches, segment.size, first, leader_epoch),
+            _stored_headers(batches, segment.size, first, leader_epoch, append_time),
             largest_offset=last,
             max_timestamp=max_timestamp,
         )
@@ -338,6 +405,7 @@ class Log:
             record_count=records,
             batch_count=len(batches),
             size_in_bytes=size,
+            log_append_time=append_time,
         )
 
     def _maybe_roll(
@@ -348,7 +416,10 @@ class Log:
             reason = None
         elif segment.size + size > self.config.segment_bytes:
             reason = "segment_bytes"
-        elif self._time_waited_for_roll(segment, max_timestamp) >= self.config.segment_ms:
+        elif (
+            self._time_waited_for_roll(segment, max_timestamp)
+            >= self.config.max_segment_ms - self._roll_jitter_ms
+        ):
             reason = "segment_ms"
         elif segment.index.is_full:
             reason = "index_full"
@@ -390,6 +461,7 @@ class Log:
         old = self._active
         new = self._new_segment(base_offset)
         self._log_segments.add(new)
+        self._roll_jitter_ms = self._random_segment_jitter()
         old.trim_index()
         # Kafka flushes the finished segment right after a roll, asynchronously: an append must
         # not wait for an fsync. Without a scheduler the flush happens here.

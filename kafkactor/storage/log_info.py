@@ -16,6 +16,8 @@ class LogAppendInfo:
     `duplicate` marks a leader append that retried an idempotent producer's batch already in
     the log: the offsets and max timestamp are the original batch's, the counts the retry's;
     nothing was written (`size_in_bytes` 0) and the log end did not move.
+    `log_append_time` is the time a `LogAppendTime` leader stamped the batches with (the
+    original batch's for a duplicate), NO_TIMESTAMP (-1) on a CreateTime log or a follower.
     """
 
     first_offset: int
@@ -25,6 +27,7 @@ class LogAppendInfo:
     batch_count: int
     size_in_bytes: int
     duplicate: bool = False
+    log_append_time: int = -1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -271,8 +271,16 @@ class ProducerStateManager:
 
     # -- updates -------------------------------------------------------------------------------
 
-    def update(self, batch: ProducerBatch, first_offset: int, last_offset: int) -> None:
-        """Record a batch written at `first_offset`..`last_offset` (leader or follower).
+    def update(
+        self,
+        batch: ProducerBatch,
+        first_offset: int,
+        last_offset: int,
+        max_timestamp: int | None = None,
+    ) -> None:
+        """Record a batch written at `first_offset`..`last_offset` (leader or follower), with
+        `max_timestamp` when it was written with another one than `batch` holds (a
+        LogAppendTime leader's append time).
 
         A batch without a producer id, or a control batch, changes nothing. No validation: a
         follower takes what its leader wrote, an older epoch included (Kafka only warns).
@@ -292,7 +300,7 @@ class ProducerStateManager:
                 last_sequence=_last_sequence(batch),
                 first_offset=first_offset,
                 last_offset=last_offset,
-                max_timestamp=batch.max_timestamp,
+                max_timestamp=batch.max_timestamp if max_timestamp is None else max_timestamp,
             ),
         )
 

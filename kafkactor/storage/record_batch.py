@@ -49,6 +49,7 @@ __all__ = [
     "RecordBatch",
     "batch_size_at",
     "iter_batches",
+    "log_append_time_chunks",
     "stamped_chunks",
 ]
 
@@ -65,6 +66,12 @@ _INT32 = struct.Struct(">i")
 _STAMPED_PREFIX = struct.Struct(">qii")
 _STAMPED_PREFIX_SIZE: Final = 16
 assert _STAMPED_PREFIX.size == _STAMPED_PREFIX_SIZE
+# The header from the attributes on (what the CRC covers of it), as `records._TAIL`.
+_CRC_COVERED_HEADER = struct.Struct(">hiqqqhii")
+# baseOffset .. crc, as `records._HEAD`
+_UNCOVERED_HEADER = struct.Struct(">qiibI")
+assert _UNCOVERED_HEADER.size == _ATTRIBUTES_OFFSET
+assert _UNCOVERED_HEADER.size + _CRC_COVERED_HEADER.size == RECORD_BATCH_OVERHEAD
 assert _HEADER.size == RECORD_BATCH_OVERHEAD
 
 _BASE_OFFSET_OFFSET: Final = 0
@@ -440,6 +447,47 @@ def stamped_chunks(
         chunks.append(batch.buffer[_STAMPED_PREFIX_SIZE:])
         offset += batch.last_offset_delta + 1
     return chunks, offset
+
+
+def log_append_time_chunks(
+    batches: Sequence[RecordBatch], base_offset: int, leader_epoch: int, now_ms: int
+) -> tuple[list[BytesLike], int]:
+    """`stamped_chunks` for a `message.timestamp.type=LogAppendTime` log: also the timestamp
+    type bit of the attributes set and maxTimestamp `now_ms`, with the CRC-32C recomputed, as
+    Kafka's `DefaultRecordBatch.setMaxTimestamp(LOG_APPEND_TIME, now)` does.
+
+    Per batch, its whole 61-byte header re-packed and a zero-copy view of its records. The
+    records are not rewritten (they keep their timestamp deltas, and baseTimestamp stays the
+    first record's): readers report maxTimestamp for every record of such a batch. The CRC
+    covers the records, so they are read once to compute it.
+    """
+    _check_range("leader_epoch", leader_epoch, -(2**31), _INT32_MAX)
+    _check_timestamp_range(now_ms)
+    chunks: list[BytesLike] = []
+    offset = base_offset
+    for batch in batches:
+        _check_range("base_offset", offset, 0, _INT64_MAX - batch.last_offset_delta)
+        header = batch._header
+        covered = _CRC_COVERED_HEADER.pack(
+            header[5] | _TIMESTAMP_TYPE_MASK,
+            header[6],  # lastOffsetDelta
+            header[7],  # baseTimestamp
+            now_ms,  # maxTimestamp
+            header[9],
+            header[10],
+            header[11],
+            header[12],
+        )
+        records = batch.buffer[RECORD_BATCH_OVERHEAD:]
+        crc = crc32c.crc32c(records, crc32c.crc32c(covered))
+        chunks.append(_UNCOVERED_HEADER.pack(offset, header[1], leader_epoch, MAGIC, crc) + covered)
+        chunks.append(records)
+        offset += batch.last_offset_delta + 1
+    return chunks, offset
+
+
+def _check_timestamp_range(timestamp: int) -> None:
+    _check_range("log append time", timestamp, 0, _INT64_MAX)
 
 
 def _check_header(

@@ -22,7 +22,7 @@ from kafkactor.storage import (
     SWAP_STEPS,
     CleanerStats,
     CompressionType,
-    CorruptRecordError,
+    InvalidRecordError,
     Log,
     LogCleaner,
     LogCleanerManager,
@@ -34,6 +34,7 @@ from kafkactor.storage import (
     OffsetCheckpoint,
     Record,
     RecordBatch,
+    RecordError,
     StoredRecord,
     TopicPartition,
     build_batch,
@@ -269,12 +270,17 @@ def test_records_without_a_key_are_refused_by_a_compacted_log(
     log_dir: Path, clock: ManualClock
 ) -> None:
     log = open_log(log_dir, clock)
+    keyless = "Compacted topic cannot accept message without key in topic partition"
     try:
-        with pytest.raises(CorruptRecordError, match="without a key"):
+        with pytest.raises(InvalidRecordError, match=keyless) as refused:
             log.append_as_leader([Record(b"k", b"v", TS), Record(None, b"v", TS)], 0)
+        assert [e.batch_index for e in refused.value.record_errors] == [1]
         producer_bytes = build_batch([Record(b"k", b"v", TS), Record(None, b"v", TS)], 0)
-        with pytest.raises(CorruptRecordError, match="without a key"):
+        with pytest.raises(InvalidRecordError, match=keyless) as refused:
             log.append_as_leader(producer_bytes, 0)
+        assert refused.value.record_errors == (
+            RecordError(1, f"{keyless} {log.topic_partition}."),
+        )
         assert log.log_end_offset == 0
         # a follower takes what its leader wrote; the cleaner drops a keyless record
         log.append_as_follower(producer_bytes)
@@ -866,5 +872,5 @@ def test_compaction_settings_go_by_kafkas_topic_config_names() -> None:
     assert log_config_from(topic_config_overrides(config)) == config
     with pytest.raises(ValueError, match=r"min\.cleanable\.dirty\.ratio"):
         log_config_from({"min.cleanable.dirty.ratio": "half"})
-    with pytest.raises(ValueError, match="cleanup_policy"):
+    with pytest.raises(ValueError, match=r"cleanup\.policy.*compact, delete"):
         log_config_from({"cleanup.policy": "shred"})
