@@ -40,8 +40,24 @@ class ProduceRequest(Request):
 
 
 @message
+class ProduceRecordError:
+    """One record a leader refused (KIP-467's BatchIndexAndErrorMessage): its index in its
+    batch and Kafka's message for it."""
+
+    batch_index: int = 0
+    message: str | None = None
+
+
+@message
 class ProducePartitionResult:
-    """How one partition of a produce request ended: an error code and the first offset."""
+    """How one partition of a produce request ended: an error code and the first offset.
+
+    `log_append_time_ms` is the time the leader stamped the batches with on a
+    `message.timestamp.type=LogAppendTime` topic, -1 on a CreateTime topic (Produce v2's
+    field). A refusal by Kafka's LogValidator (INVALID_RECORD, INVALID_TIMESTAMP) names the
+    refused records in `record_errors` and sums them up in `error_message` (Produce v8's
+    fields, KIP-467).
+    """
 
     topic: str = ""
     partition: int = 0
@@ -49,6 +65,8 @@ class ProducePartitionResult:
     base_offset: int = -1
     log_append_time_ms: int = -1
     log_start_offset: int = -1  # the leader's (Produce v5's field); -1 on an error
+    record_errors: tuple[ProduceRecordError, ...] = ()
+    error_message: str | None = None
 
 
 @message
@@ -244,6 +262,9 @@ class AppendResult(Response):
     last_offset: int = -1
     append_time_ms: int = -1
     log_start_offset: int = -1  # the leader's, after the append (Produce v5's field)
+    log_append_time_ms: int = -1  # a LogAppendTime topic's stamp, else -1
+    record_errors: tuple[ProduceRecordError, ...] = ()  # the records the leader refused
+    error_message: str | None = None  # for the producer, with record_errors
 
 
 @message
@@ -401,6 +422,9 @@ class ProducePartitionStatus:
     base_offset: int = -1
     error_code: ErrorCode = ErrorCode.NONE
     log_start_offset: int = -1
+    log_append_time_ms: int = -1
+    record_errors: tuple[ProduceRecordError, ...] = ()
+    error_message: str | None = None
 
 
 @message

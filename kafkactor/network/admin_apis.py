@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from kafkactor.actors.controller import zk_data
 from kafkactor.actors.runtime import addresses
 from kafkactor.common import BrokerEndpoint, TopicExistsError, UnknownTopicError
 from kafkactor.messages import ErrorCode, ErrorResponse, Response
@@ -294,7 +295,8 @@ class AdminApis:
                 ),
                 (admin is None, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "no topic admin here"),
             )
-            return next(((code, why) for bad, code, why in refusals if bad), None)
+            refused = next(((code, why) for bad, code, why in refusals if bad), None)
+            return refused if refused is not None else _config_refusal(topic.configs)
 
         checked = {t.name: check(t) for t in requested}
 
@@ -389,6 +391,23 @@ class AdminApis:
 
 
 # -- helpers -------------------------------------------------------------------------------------
+
+
+def _config_refusal(configs: Sequence[Any]) -> tuple[ErrorCode, str] | None:
+    """Kafka's check of a CreateTopics topic's configs, before anything is created (and also
+    for `validate_only`): a null value is INVALID_REQUEST; an unknown key or a value Kafka's
+    LogConfig refuses is INVALID_CONFIG, its message naming the key and the valid values."""
+    nulls = [c.name for c in configs if c.value is None]
+    if nulls:
+        return (
+            ErrorCode.INVALID_REQUEST,
+            f"Null value not supported for topic configs : {','.join(nulls)}",
+        )
+    try:
+        zk_data.log_config_from({c.name: c.value for c in configs})
+    except ValueError as error:  # UnknownTopicConfigError and TopicConfigError among them
+        return ErrorCode.INVALID_CONFIG, str(error)
+    return None
 
 
 def _controller_for_clients(controller_id: int, endpoints: Sequence[BrokerEndpoint]) -> int:

@@ -10,6 +10,8 @@ translation, tested without threads.
 
 from __future__ import annotations
 
+import datetime
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -31,6 +33,7 @@ from kafkactor.messages.replication import (
     FetchRequest,
     FetchResponse,
     ProducePartition,
+    ProducePartitionResult,
     ProduceRequest,
     ProduceResponse,
 )
@@ -183,21 +186,41 @@ class KafkaApis:
 
     def _produce_answer(self, version: int, body: Any, response: Response) -> Step:
         schema = response_type(ApiKey.PRODUCE, version)
-        topics = _per_partition(
-            schema,
-            body,
-            _PRODUCE,
-            response,
-            answered_type=ProduceResponse,
-            entry=lambda p, r, fallback: {
+        # v8+ (KIP-467) names the records Kafka's LogValidator refused
+        record_error = getattr(sys.modules[schema.__module__], "BatchIndexAndErrorMessage", None)
+
+        def entry(p: Any, r: ProducePartitionResult | None, fallback: ErrorCode) -> dict[str, Any]:
+            if r is None:
+                return {
+                    "index": p.index,
+                    "error_code": fallback,
+                    "base_offset": -1,
+                    "log_append_time": None,
+                    "log_start_offset": -1,
+                    "record_errors": (),
+                    "error_message": None,
+                }
+            return {
                 "index": p.index,
-                "error_code": r.error_code if r is not None else fallback,
-                "base_offset": r.base_offset if r is not None else -1,
-                "log_append_time": None,
-                "log_start_offset": r.log_start_offset if r is not None else -1,
-                "record_errors": (),
-                "error_message": None,
-            },
+                "error_code": r.error_code,
+                "base_offset": r.base_offset,
+                "log_append_time": _log_append_time(r.log_append_time_ms),
+                "log_start_offset": r.log_start_offset,
+                "record_errors": tuple(
+                    build(
+                        record_error,
+                        batch_index=e.batch_index,
+                        batch_index_error_message=e.message,
+                    )
+                    for e in r.record_errors
+                )
+                if record_error is not None
+                else (),
+                "error_message": r.error_message,
+            }
+
+        topics = _per_partition(
+            schema, body, _PRODUCE, response, answered_type=ProduceResponse, entry=entry
         )
         return Answer(build(schema, responses=topics, throttle_time=NO_THROTTLE))
 
@@ -374,6 +397,15 @@ class KafkaApis:
 
 
 # -- helpers -------------------------------------------------------------------------------------
+
+_EPOCH: Final = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+def _log_append_time(millis: int) -> datetime.datetime | None:
+    """Produce's `log_append_time` (a kio datetime): None writes Kafka's -1 (CreateTime)."""
+    if millis < 0:
+        return None
+    return _EPOCH + datetime.timedelta(milliseconds=millis)
 
 
 def _acks0_outcome(response: Response) -> Step:

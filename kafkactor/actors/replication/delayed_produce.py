@@ -27,6 +27,16 @@ def produce_status(topic: str, partition: int, answer: Response | None) -> Produ
             required_offset=answer.last_offset + 1,
             base_offset=answer.first_offset,
             log_start_offset=answer.log_start_offset,
+            log_append_time_ms=answer.log_append_time_ms,
+        )
+    if isinstance(answer, AppendResult) and answer.record_errors:  # Kafka's LogValidator's
+        return ProducePartitionStatus(
+            topic=topic,
+            partition=partition,
+            error_code=answer.error_code,
+            log_start_offset=answer.log_start_offset,
+            record_errors=answer.record_errors,
+            error_message=answer.error_message,
         )
     error = getattr(answer, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR)
     return ProducePartitionStatus(topic=topic, partition=partition, error_code=error)
@@ -40,6 +50,9 @@ def produce_result(status: ProducePartitionStatus) -> ProducePartitionResult:
         error_code=status.error_code,
         base_offset=status.base_offset,
         log_start_offset=status.log_start_offset,
+        log_append_time_ms=status.log_append_time_ms,
+        record_errors=status.record_errors,
+        error_message=status.error_message,
     )
 
 
@@ -130,7 +143,7 @@ class DelayedProduce(RequestOperation):
                     partition=status.partition,
                     error_code=error,
                     base_offset=status.base_offset if error is ErrorCode.NONE else -1,
-                    log_append_time_ms=-1,
+                    log_append_time_ms=status.log_append_time_ms if error is ErrorCode.NONE else -1,
                     log_start_offset=status.log_start_offset if error is ErrorCode.NONE else -1,
                 )
             )
