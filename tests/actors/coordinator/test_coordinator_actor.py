@@ -950,12 +950,13 @@ def test_a_broker_that_does_not_lead_the_groups_partition_answers_not_coordinato
         assert leader == partition + 1
         groups.wait_loaded(group)
         for broker in {1, 2, 3} - {leader}:  # once its metadata shows the partition
-            wait_until(
-                lambda b=broker, g=group: (
-                    groups.fetch(group=g, broker=b).error_code is ErrorCode.NOT_COORDINATOR
-                ),
-                message=f"broker {broker} to know it does not coordinate {group}",
-            )
+
+            def told(broker: int = broker, group: str = group) -> bool:
+                return groups.fetch(group=group, broker=broker).error_code is (
+                    ErrorCode.NOT_COORDINATOR
+                )
+
+            wait_until(told, message=f"broker {broker} to know it does not coordinate {group}")
         refused_everywhere(group, {1, 2, 3} - {leader})
         # ... while its leader serves it
         assert answer(groups.join(group), JoinGroupResponse).error_code is NONE

@@ -185,7 +185,7 @@ def _window_answers(shell: Shell) -> dict[str, object]:
         "sync": shell.sync("m", 1).result.error,
         "heartbeat": shell.heartbeat("m", 1),
         "leave": shell.leave("m").error,
-        "commit": set(shell.commit({TP0: 1}).errors.values()),
+        "commit": set((shell.commit({TP0: 1}).errors or {}).values()),
         "fetch": core.handle_fetch_offsets(GROUP, [TP0])[0],
         "describe": core.handle_describe_group(GROUP)[0],
         "delete": core.handle_delete_groups([GROUP], shell.now).errors[GROUP],
