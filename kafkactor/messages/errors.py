@@ -79,6 +79,8 @@ class ErrorCode(enum.IntEnum):
     UNSUPPORTED_COMPRESSION_TYPE = 76
     STALE_BROKER_EPOCH = 77
     MEMBER_ID_REQUIRED = 79
+    FENCED_INSTANCE_ID = 82  # KIP-345: a static member's instance id now has another member id
+    INVALID_RECORD = 87  # a record Kafka's LogValidator refuses (KIP-467), e.g. keyless compacted
     UNSTABLE_OFFSET_COMMIT = 88
 
     @property
