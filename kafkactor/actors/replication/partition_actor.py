@@ -40,6 +40,7 @@ from kafkactor.messages.replication import (
     PartitionDescription,
     PartitionSnapshot,
     PartitionStateApplied,
+    ProduceRecordError,
     ProduceResponse,
     StopPartition,
     TruncateFollower,
@@ -48,10 +49,13 @@ from kafkactor.storage import (
     CorruptRecordError,
     InvalidAppendOffsetError,
     InvalidProducerEpochError,
+    InvalidRecordError,
+    InvalidTimestampError,
     Log,
     LogClosedError,
     OutOfOrderSequenceError,
     RecordTooLargeError,
+    RecordValidationError,
     StorageError,
     UnknownProducerIdError,
     UnsupportedCompressionError,
@@ -63,6 +67,10 @@ def storage_error_code(error: Exception) -> ErrorCode:  # noqa: PLR0911 - one fl
     """The Kafka error code a producer or follower sees for a failed append."""
     if isinstance(error, RecordTooLargeError):
         return ErrorCode.MESSAGE_TOO_LARGE
+    if isinstance(error, InvalidRecordError):
+        return ErrorCode.INVALID_RECORD
+    if isinstance(error, InvalidTimestampError):
+        return ErrorCode.INVALID_TIMESTAMP
     if isinstance(error, CorruptRecordError | UnsupportedCompressionError | ValueError):
         return ErrorCode.CORRUPT_MESSAGE
     if isinstance(error, LogClosedError):
@@ -140,7 +148,8 @@ class PartitionActor(TracedActor):
             info = self.log.append_as_leader(request.records, state.leader_epoch)
         except (StorageError, ValueError) as failure:
             self._appended(
-                request, self._append_failed(request, storage_error_code(failure), str(failure))
+                request,
+                self._append_failed(request, storage_error_code(failure), str(failure), failure),
             )
             return
         log_end = info.last_offset + 1
@@ -168,6 +177,7 @@ class PartitionActor(TracedActor):
                 last_offset=info.last_offset,
                 append_time_ms=self.clock.now_ms(),
                 log_start_offset=self.log.log_start_offset,
+                log_append_time_ms=info.log_append_time,
             ),
         )
 
@@ -213,7 +223,15 @@ class PartitionActor(TracedActor):
                 previous_log_end_offset=previous,
             )
 
-    def _append_failed(self, request: AppendRecords, error: ErrorCode, reason: str) -> AppendResult:
+    def _append_failed(
+        self,
+        request: AppendRecords,
+        error: ErrorCode,
+        reason: str,
+        failure: Exception | None = None,
+    ) -> AppendResult:
+        """The answer of a refused append; a refusal by Kafka's LogValidator names the refused
+        records (KIP-467's record errors) and carries its message for the producer."""
         if tracing.is_enabled():
             self.log_event(
                 "partition.append_failed",
@@ -222,6 +240,19 @@ class PartitionActor(TracedActor):
                 error_code=int(error),
                 error=error.name,
                 reason=reason,
+            )
+        if isinstance(failure, RecordValidationError):
+            return AppendResult(
+                topic=request.topic,
+                partition=request.partition,
+                error_code=error,
+                message=reason,
+                log_start_offset=self.log.log_start_offset,
+                record_errors=tuple(
+                    ProduceRecordError(batch_index=e.batch_index, message=e.message)
+                    for e in failure.record_errors
+                ),
+                error_message=failure.message,
             )
         return AppendResult(
             topic=request.topic, partition=request.partition, error_code=error, message=reason
