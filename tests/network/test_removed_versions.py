@@ -37,6 +37,12 @@ from kafkactor.messages.group import (
     OffsetFetchRequest,
     OffsetFetchResponse,
 )
+from kafkactor.messages.replication import (
+    MetadataRequest,
+    MetadataResponse,
+    PartitionMetadata,
+    TopicMetadata,
+)
 from kafkactor.network.api_versions import ApiKey, served
 from kafkactor.network.codec import (
     build,
@@ -168,10 +174,25 @@ def test_offset_commit_request_from_kafka_python(version: int) -> None:
     ] == [(0, 42, STAMP, "meta"), (3, 7, -1, None)]
 
 
-def test_offset_commit_v0_commits_outside_group_management() -> None:
-    header, body = decode_request(kafka_python_frame(ApiKey.OFFSET_COMMIT, 0, *commit_body(0)))
+def committed_asked(version: int) -> Ask:
+    """An OffsetCommit of these versions is first checked against the metadata cache (topic
+    "events" with partitions 0 to 3 here), then asked of the coordinator."""
+    header, body = decode_request(
+        kafka_python_frame(ApiKey.OFFSET_COMMIT, version, *commit_body(version))
+    )
     step = kafka_apis().handle(header, body)
     assert isinstance(step, Ask)
+    assert step.request == MetadataRequest(topics=("events",))
+    events = TopicMetadata(
+        topic="events", partitions=tuple(PartitionMetadata(partition=p, leader=1) for p in range(4))
+    )
+    asked = step.then(MetadataResponse(topics=(events,)))
+    assert isinstance(asked, Ask)
+    return asked
+
+
+def test_offset_commit_v0_commits_outside_group_management() -> None:
+    step = committed_asked(0)
     assert step.request == OffsetCommitRequest(
         group_id=GROUP,
         generation_id=-1,
@@ -183,9 +204,7 @@ def test_offset_commit_v0_commits_outside_group_management() -> None:
 
 
 def test_offset_commit_v1_carries_generation_member_and_commit_timestamps() -> None:
-    header, body = decode_request(kafka_python_frame(ApiKey.OFFSET_COMMIT, 1, *commit_body(1)))
-    step = kafka_apis().handle(header, body)
-    assert isinstance(step, Ask)
+    step = committed_asked(1)
     assert step.request == OffsetCommitRequest(
         group_id=GROUP,
         generation_id=5,
