@@ -6,9 +6,11 @@ from kafkactor.actors.purgatory import PurgatoryActor, RequestOperation
 from kafkactor.actors.replication.request_log import log_produce_response
 from kafkactor.common import TopicPartition
 from kafkactor.messages import ErrorCode, Response
+from kafkactor.messages.partition import (
+    AppendResult,
+)
 from kafkactor.messages.purgatory import DelayOperation
 from kafkactor.messages.replication import (
-    AppendResult,
     PartitionSnapshot,
     ProducePartitionResult,
     ProducePartitionStatus,

@@ -24,26 +24,28 @@ from kafkactor.messages import ErrorCode
 from kafkactor.messages.offsets import (
     EpochEndOffset,
 )
-from kafkactor.messages.replication import (
+from kafkactor.messages.partition import (
     AppendAsFollower,
     AppendRecords,
     AppendResult,
     BecomeLeaderOrFollower,
-    DescribePartition,
     FollowerAppended,
     FollowerFetchPosition,
     FollowerTruncated,
+    MaybeShrinkIsr,
+    PartitionStateApplied,
+    StopPartition,
+    TruncateFollower,
+)
+from kafkactor.messages.replication import (
+    DescribePartition,
     HighWatermarkAdvanced,
     LeadershipChanged,
     LogEndOffsetAdvanced,
-    MaybeShrinkIsr,
     PartitionDescription,
     PartitionSnapshot,
-    PartitionStateApplied,
     ProduceRecordError,
     ProduceResponse,
-    StopPartition,
-    TruncateFollower,
 )
 from kafkactor.storage import (
     CorruptRecordError,

@@ -17,18 +17,20 @@ from kafkactor.messages.offsets import (
     OffsetsForLeaderEpochRequest,
     OffsetsForLeaderEpochResponse,
 )
+from kafkactor.messages.partition import (
+    AppendAsFollower,
+    FollowerAppended,
+    FollowerTruncated,
+    TruncateFollower,
+)
 from kafkactor.messages.replication import (
     AddFetcherPartitions,
-    AppendAsFollower,
     FetchAgain,
     FetchPartition,
     FetchRequest,
     FetchResponse,
     FetchTimedOut,
-    FollowerAppended,
-    FollowerTruncated,
     RemoveFetcherPartitions,
-    TruncateFollower,
 )
 from kafkactor.timer import CallbackTask, Clock, Timer
 

@@ -47,28 +47,30 @@ from kafkactor.messages.offsets import (
     OffsetsForLeaderEpochRequest,
     OffsetsForLeaderEpochResponse,
 )
-from kafkactor.messages.purgatory import DelayOperation
-from kafkactor.messages.replication import (
+from kafkactor.messages.partition import (
     AppendRecords,
     BecomeLeaderOrFollower,
+    FollowerFetchPosition,
+    MaybeShrinkIsr,
+    PartitionStateApplied,
+    StopPartition,
+)
+from kafkactor.messages.purgatory import DelayOperation
+from kafkactor.messages.replication import (
     FetcherPartition,
     FetchPartitionData,
     FetchRequest,
     FetchResponse,
     FetchSpec,
-    FollowerFetchPosition,
     LeaderAndIsr,
     LeaderAndIsrResponse,
-    MaybeShrinkIsr,
     MetadataRequest,
     MetadataResponse,
     PartitionError,
-    PartitionStateApplied,
     ProducePartitionResult,
     ProducePartitionStatus,
     ProduceRequest,
     ProduceResponse,
-    StopPartition,
     StopReplica,
     StopReplicaResponse,
     UpdateMetadata,

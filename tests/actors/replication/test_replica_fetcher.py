@@ -26,16 +26,18 @@ from kafkactor.messages.offsets import (
     OffsetsForLeaderEpochRequest,
     OffsetsForLeaderEpochResponse,
 )
+from kafkactor.messages.partition import (
+    AppendAsFollower,
+    FollowerAppended,
+    FollowerTruncated,
+    TruncateFollower,
+)
 from kafkactor.messages.replication import (
     AddFetcherPartitions,
-    AppendAsFollower,
     FetcherPartition,
     FetchPartitionData,
     FetchRequest,
     FetchResponse,
-    FollowerAppended,
-    FollowerTruncated,
-    TruncateFollower,
 )
 from kafkactor.timer import ManualClock, Timer
 
