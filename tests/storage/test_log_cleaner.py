@@ -278,9 +278,7 @@ def test_records_without_a_key_are_refused_by_a_compacted_log(
         producer_bytes = build_batch([Record(b"k", b"v", TS), Record(None, b"v", TS)], 0)
         with pytest.raises(InvalidRecordError, match=keyless) as refused:
             log.append_as_leader(producer_bytes, 0)
-        assert refused.value.record_errors == (
-            RecordError(1, f"{keyless} {log.topic_partition}."),
-        )
+        assert refused.value.record_errors == (RecordError(1, f"{keyless} {log.topic_partition}."),)
         assert log.log_end_offset == 0
         # a follower takes what its leader wrote; the cleaner drops a keyless record
         log.append_as_follower(producer_bytes)

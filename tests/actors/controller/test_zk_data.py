@@ -411,9 +411,7 @@ log_configs = st.builds(
     segment_jitter_ms=st.integers(0, 2**40),
     message_timestamp_type=st.sampled_from(["CreateTime", "LogAppendTime"]),
     message_timestamp_difference_max_ms=st.integers(0, 2**63 - 1),
-    compression_type=st.sampled_from(
-        ["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"]
-    ),
+    compression_type=st.sampled_from(["producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"]),
     preallocate=st.booleans(),
     message_format_version=st.sampled_from(["2.8-IV1", "0.10.0", "1.0", "2.4-IV0"]),
     message_downconversion_enable=st.booleans(),
