@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Final
 
 from kafkactor.actors.coordinator.results import GroupConfig
@@ -42,6 +41,13 @@ from kafkactor.network.api_versions import SUPPORTED, ApiKey
 from kafkactor.network.codec import UnsupportedApiVersions, build, nested, response_type
 from kafkactor.network.group_apis import GroupApis
 from kafkactor.network.inter_broker_apis import InterBrokerApis
+from kafkactor.network.partition_answers import (
+    FETCH,
+    LIST_OFFSETS,
+    OFFSET_FOR_LEADER_EPOCH,
+    PRODUCE,
+    per_partition,
+)
 from kafkactor.network.request_channel import RequestHeader
 from kafkactor.network.steps import (
     NO_THROTTLE,
@@ -219,8 +225,8 @@ class KafkaApis:
                 "error_message": r.error_message,
             }
 
-        topics = _per_partition(
-            schema, body, _PRODUCE, response, answered_type=ProduceResponse, entry=entry
+        topics = per_partition(
+            schema, body, PRODUCE, response, answered_type=ProduceResponse, entry=entry
         )
         return Answer(build(schema, responses=topics, throttle_time=NO_THROTTLE))
 
@@ -256,10 +262,10 @@ class KafkaApis:
 
     def _fetch_answer(self, version: int, body: Any, response: Response) -> Step:
         schema = response_type(ApiKey.FETCH, version)
-        topics = _per_partition(
+        topics = per_partition(
             schema,
             body,
-            _FETCH,
+            FETCH,
             response,
             answered_type=FetchResponse,
             entry=lambda p, r, fallback: {
@@ -302,10 +308,10 @@ class KafkaApis:
 
         def answered(response: Response) -> Step:
             schema = response_type(ApiKey.LIST_OFFSETS, version)
-            topics = _per_partition(
+            topics = per_partition(
                 schema,
                 body,
-                _LIST_OFFSETS,
+                LIST_OFFSETS,
                 response,
                 answered_type=ListOffsetsResponse,
                 entry=lambda p, r, fallback: {
@@ -340,10 +346,10 @@ class KafkaApis:
 
         def answered(response: Response) -> Step:
             schema = response_type(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
-            topics = _per_partition(
+            topics = per_partition(
                 schema,
                 body,
-                _OFFSET_FOR_LEADER_EPOCH,
+                OFFSET_FOR_LEADER_EPOCH,
                 response,
                 answered_type=OffsetsForLeaderEpochResponse,
                 entry=lambda p, r, fallback: {
@@ -419,89 +425,3 @@ def _acks0_outcome(response: Response) -> Step:
     else:
         reason = error_of(response).name
     return Close(f"an acks=0 produce failed ({reason})")
-
-
-@dataclass(frozen=True, slots=True)
-class _Shape:
-    """Where one data API's request and response keep their topics and partitions."""
-
-    topics: str  # the request's topics field
-    name: str  # a topic's name field, in the request and the response alike
-    partitions: str  # a request topic's partitions field
-    index: str  # a request partition's index field
-    topic_entity: str  # the response's nested topic entity
-    partition_entity: str  # the response's nested partition entity
-    answered_partitions: str  # a response topic's partitions field
-
-
-_PRODUCE = _Shape(
-    "topic_data",
-    "name",
-    "partition_data",
-    "index",
-    "TopicProduceResponse",
-    "PartitionProduceResponse",
-    "partition_responses",
-)
-_FETCH = _Shape(
-    "topics",
-    "topic",
-    "partitions",
-    "partition",
-    "FetchableTopicResponse",
-    "PartitionData",
-    "partitions",
-)
-_LIST_OFFSETS = _Shape(
-    "topics",
-    "name",
-    "partitions",
-    "partition_index",
-    "ListOffsetsTopicResponse",
-    "ListOffsetsPartitionResponse",
-    "partitions",
-)
-_OFFSET_FOR_LEADER_EPOCH = _Shape(
-    "topics",
-    "topic",
-    "partitions",
-    "partition",
-    "OffsetForLeaderTopicResult",
-    "EpochEndOffset",
-    "partitions",
-)
-
-
-def _per_partition(
-    schema: type[Any],
-    body: Any,
-    shape: _Shape,
-    response: Response,
-    *,
-    answered_type: type[Any],
-    entry: Callable[[Any, Any | None, ErrorCode], dict[str, Any]],
-) -> tuple[Any, ...]:
-    """The response's topics, one entry per partition the request named, in its order:
-    `entry(request partition, the actor's result for it or None, the fallback error)` gives
-    the entry's fields; a partition the actor's answer does not name gets the error of the
-    whole answer (an ErrorResponse's, else UNKNOWN_SERVER_ERROR)."""
-    results = (
-        {(r.topic, r.partition): r for r in response.partitions}
-        if isinstance(response, answered_type)
-        else {}
-    )
-    fallback = error_of(response)
-    topic_entity = nested(schema, shape.topic_entity)
-    partition_entity = nested(schema, shape.partition_entity)
-    topics = []
-    for topic in getattr(body, shape.topics):
-        name = getattr(topic, shape.name)
-        entries = tuple(
-            build(
-                partition_entity,
-                **entry(p, results.get((name, int(getattr(p, shape.index)))), fallback),
-            )
-            for p in getattr(topic, shape.partitions)
-        )
-        topics.append(build(topic_entity, **{shape.name: name, shape.answered_partitions: entries}))
-    return tuple(topics)
