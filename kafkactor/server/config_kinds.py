@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from kafkactor.storage.topic_config import TOPIC_CONFIGS, TopicConfigError, format_topic_config
+
 LONG_MAX: Final = 2**63 - 1  # a Java long: Kafka's widest integer setting
 INT_MAX: Final = 2**31 - 1
 _INTEGER = re.compile(r"[+-]?[0-9]+")
@@ -200,3 +202,22 @@ class Fixed(Kind):
         if text.lower() != self.value.lower():
             raise ValueError(f"must be {self.value} ({self.why})")
         return text
+
+
+@dataclass(frozen=True, slots=True)
+class TopicValue(Kind):
+    """The broker-wide default of the topic config `topic`, read and checked as that topic-level
+    key is (its `ConfigDef` type and validator in `kafkactor.storage.topic_config`), as Kafka's
+    `LogConfig` checks the defaults its broker copies in from `KafkaConfig`."""
+
+    topic: str
+
+    def parse(self, text: str) -> Any:
+        key = TOPIC_CONFIGS[self.topic]
+        try:
+            return key.parse(text)
+        except TopicConfigError as error:
+            raise ValueError(f"must be a valid {self.topic} value ({error.reason})") from None
+
+    def format(self, value: Any) -> str:
+        return format_topic_config(self.topic, value)

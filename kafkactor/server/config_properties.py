@@ -14,12 +14,12 @@ from kafkactor.server.config_kinds import (
     Bool,
     CleanupPolicy,
     File,
-    Fixed,
     Int,
     Kind,
     Listener,
     LogDirs,
     Ratio,
+    TopicValue,
     ZooKeeperConnect,
 )
 
@@ -88,15 +88,15 @@ def _group(name: str, attr: str, kind: Kind) -> Setting:
     return Setting(name, ("broker", "group", attr), kind)
 
 
-def _topic(name: str, topic: str, kind: Kind) -> Setting:
+def _topic(name: str, topic: str, kind: Kind | None = None) -> Setting:
     """A broker-wide topic-config default: its LogConfig field is the one zk_data's table
-    names for the topic-level key."""
+    names for the topic-level key. Without a kind, the value is read and checked as the
+    topic-level key is (Kafka's `LogConfig` validates the defaults its broker copies in)."""
     path = ("broker", "log_manager", "default_log_config", TOPIC_CONFIG_KEYS[topic])
-    return Setting(name, path, kind, topic=topic)
+    return Setting(name, path, kind if kind is not None else TopicValue(topic), topic=topic)
 
 
 POSITIVE, NON_NEGATIVE, UNLIMITED = Int(1), Int(0), Int(-1)
-_PRODUCER_ONLY = Fixed("producer", "batches are kept as the producer compressed them")
 
 SECTIONS: Final = (
     Section(
@@ -217,7 +217,8 @@ SECTIONS: Final = (
     Section(
         "Topic Defaults",
         "Every topic's config unless the topic overrides it (LogConfig); -1 retention: none.\n"
-        "Unset flush settings leave flushing to the OS, as in Kafka.",
+        "Unset flush settings leave flushing to the OS, as in Kafka. log.preallocate,\n"
+        "log.message.format.version and log.message.downconversion.enable are kept, not acted on.",
         (
             _topic("log.segment.bytes", "segment.bytes", POSITIVE),
             _topic("log.roll.ms", "segment.ms", POSITIVE),
@@ -235,7 +236,16 @@ SECTIONS: Final = (
             _topic("log.cleaner.delete.retention.ms", "delete.retention.ms", NON_NEGATIVE),
             _topic("log.cleaner.min.cleanable.ratio", "min.cleanable.dirty.ratio", Ratio()),
             _topic("log.cleaner.min.compaction.lag.ms", "min.compaction.lag.ms", NON_NEGATIVE),
-            Setting("compression.type", None, _PRODUCER_ONLY),
+            _topic("log.cleaner.max.compaction.lag.ms", "max.compaction.lag.ms"),
+            _topic("log.roll.jitter.ms", "segment.jitter.ms"),
+            _topic("log.message.timestamp.type", "message.timestamp.type"),
+            _topic(
+                "log.message.timestamp.difference.max.ms", "message.timestamp.difference.max.ms"
+            ),
+            _topic("compression.type", "compression.type"),
+            _topic("log.preallocate", "preallocate"),
+            _topic("log.message.format.version", "message.format.version"),
+            _topic("log.message.downconversion.enable", "message.downconversion.enable"),
         ),
     ),
 )
@@ -259,6 +269,12 @@ ALIASES: Final = {
         Alias("log.retention.minutes", "log.retention.ms", UNLIMITED, _minutes),
         Alias("log.retention.hours", "log.retention.ms", UNLIMITED, _hours),
         Alias("log.roll.hours", "log.roll.ms", POSITIVE, lambda hours: hours * _HOUR_MS),
+        Alias(
+            "log.roll.jitter.hours",
+            "log.roll.jitter.ms",
+            Int(0, INT_MAX),  # Kafka's INT, at least 0
+            lambda hours: hours * _HOUR_MS,
+        ),
         Alias(
             "log.cleaner.enable",
             "log.cleaner.threads",
@@ -288,7 +304,6 @@ IGNORED: Final = {
     "log.cleaner.io.buffer.load.factor": _BUFFERS,
     "log.cleaner.io.max.bytes.per.second": "the log cleaner is not throttled",
     "inter.broker.protocol.version": "one protocol, negotiated through ApiVersions",
-    "log.message.format.version": "one record format, magic 2",
     "zookeeper.max.in.flight.requests": "kazoo pipelines its own requests",
     "metric.reporters": _METRICS,
     "metrics.num.samples": _METRICS,

@@ -83,7 +83,14 @@ log.cleanup.policy=delete,compact
 log.cleaner.delete.retention.ms=3600000
 log.cleaner.min.cleanable.ratio=0.25
 log.cleaner.min.compaction.lag.ms=5000
-compression.type=producer
+log.cleaner.max.compaction.lag.ms=600000
+log.roll.jitter.ms=60000
+log.message.timestamp.type=LogAppendTime
+log.message.timestamp.difference.max.ms=3600000
+compression.type=zstd
+log.preallocate=true
+log.message.format.version=2.4
+log.message.downconversion.enable=false
 """
 
 # The settings of Kafka 3.9's config/server.properties (ZooKeeper mode), without its comments.
@@ -193,10 +200,18 @@ def test_a_full_file_sets_every_supported_property(tmp_path: Path) -> None:
         delete_retention_ms=3_600_000,
         min_cleanable_dirty_ratio=0.25,
         min_compaction_lag_ms=5000,
+        max_compaction_lag_ms=600_000,
+        segment_jitter_ms=60_000,
+        message_timestamp_type="LogAppendTime",
+        message_timestamp_difference_max_ms=3_600_000,
+        compression_type="zstd",
+        preallocate=True,
+        message_format_version="2.4",
+        message_downconversion_enable=False,
     )
     # kafkactor's own settings that no Kafka property reaches keep their defaults
     assert (broker.timer_tick_ms, broker.apis.cluster_id) == (1, "kafkactor")
-    assert config.ignored == ("compression.type",)
+    assert config.ignored == ()
 
 
 def test_absent_settings_keep_the_defaults() -> None:
@@ -291,6 +306,65 @@ def test_retention_in_hours_or_minutes_as_kafka_ranks_them(
     assert config.log_config.retention_ms == retention_ms
 
 
+@pytest.mark.parametrize(
+    ("extra", "jitter_ms"),
+    [
+        ({}, 0),  # Kafka's default: log.roll.jitter.hours=0
+        ({"log.roll.jitter.hours": "2"}, 2 * 3_600_000),
+        ({"log.roll.jitter.ms": "1500"}, 1500),
+        ({"log.roll.jitter.hours": "2", "log.roll.jitter.ms": "1500"}, 1500),  # ms wins
+        ({"log.roll.jitter.hours": "2", "log.roll.jitter.ms": "0"}, 0),
+    ],
+)
+def test_roll_jitter_in_hours_or_ms_as_kafka_ranks_them(
+    extra: dict[str, str], jitter_ms: int
+) -> None:
+    config = KafkaConfig.from_properties({**MINIMAL, **extra})
+    assert config.log_config.segment_jitter_ms == jitter_ms
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "field", "value"),
+    [
+        ("log.message.timestamp.type", "LogAppendTime", "message_timestamp_type", "LogAppendTime"),
+        ("log.message.timestamp.type", " CreateTime ", "message_timestamp_type", "CreateTime"),
+        ("log.message.timestamp.difference.max.ms", "0", "message_timestamp_difference_max_ms", 0),
+        ("log.roll.jitter.ms", "0", "segment_jitter_ms", 0),
+        ("log.preallocate", "TRUE", "preallocate", True),
+        ("compression.type", "producer", "compression_type", "producer"),
+        ("compression.type", "uncompressed", "compression_type", "uncompressed"),
+        ("compression.type", "lz4", "compression_type", "lz4"),
+        ("log.cleaner.max.compaction.lag.ms", "1", "max_compaction_lag_ms", 1),
+        ("log.message.downconversion.enable", "False", "message_downconversion_enable", False),
+        ("log.message.format.version", "0.10.2", "message_format_version", "0.10.2"),
+        ("log.message.format.version", "2.8-IV0", "message_format_version", "2.8-IV0"),
+    ],
+)
+def test_the_topic_defaults_kafka_2_8_adds_are_read_into_the_log_config(
+    name: str, text: str, field: str, value: object
+) -> None:
+    config = KafkaConfig.from_properties({**MINIMAL, name: text})
+    assert getattr(config.log_config, field) == value
+    assert config.ignored == ()
+    shared = SharedBrokerConfig.read(None, [(name, text)])  # kafkactor serve --override
+    assert getattr(shared.broker.log_manager.default_log_config, field) == value
+
+
+def test_a_minimum_compaction_lag_above_the_maximum_is_refused_naming_both() -> None:
+    with pytest.raises(ConfigError) as refused:
+        KafkaConfig.from_properties(
+            {
+                **MINIMAL,
+                "log.cleaner.max.compaction.lag.ms": "5",
+                "log.cleaner.min.compaction.lag.ms": "10",
+            }
+        )
+    assert refused.value.reason == (
+        "'log.cleaner.min.compaction.lag.ms' (10) must not be above "
+        "'log.cleaner.max.compaction.lag.ms' (5)"
+    )
+
+
 def test_the_other_names_kafka_accepts() -> None:
     config = KafkaConfig.from_properties(
         {**MINIMAL, "log.dir": "/d", "log.roll.hours": "2", "log.cleaner.enable": "false"}
@@ -362,7 +436,47 @@ def test_line_numbers_count_windows_line_ends(tmp_path: Path) -> None:
         ("zookeeper.connect=zk:1/a//b", "zookeeper.connect", "malformed chroot"),
         ("ssl.keystore.location=/k", "ssl.keystore.location", "no TLS"),
         ("node.id=1", "node.id", "KRaft is not built"),
-        ("compression.type=gzip", "compression.type", "must be producer"),
+        ("compression.type=brotli", "compression.type", "String must be one of: uncompressed"),
+        ("compression.type=GZIP", "compression.type", "must be a valid compression.type value"),
+        (
+            "log.message.timestamp.type=WallClock",
+            "log.message.timestamp.type",
+            "must be a valid message.timestamp.type value (String must be one of: CreateTime, "
+            "LogAppendTime), got 'WallClock'",
+        ),
+        (
+            "log.message.timestamp.difference.max.ms=-1",
+            "log.message.timestamp.difference.max.ms",
+            "(Value must be at least 0; valid values: [0,...]), got '-1'",
+        ),
+        (
+            "log.message.timestamp.difference.max.ms=9223372036854775808",  # above a Java long
+            "log.message.timestamp.difference.max.ms",
+            "(Not a number of type LONG)",
+        ),
+        (
+            "log.roll.jitter.ms=-5",
+            "log.roll.jitter.ms",
+            "must be a valid segment.jitter.ms value (Value must be at least 0; valid values: "
+            "[0,...]), got '-5'",
+        ),
+        ("log.roll.jitter.hours=-1", "log.roll.jitter.hours", "must be a non-negative integer"),
+        (
+            "log.cleaner.max.compaction.lag.ms=0",
+            "log.cleaner.max.compaction.lag.ms",
+            "(Value must be at least 1; valid values: [1,...]), got '0'",
+        ),
+        ("log.preallocate=yes", "log.preallocate", "(Expected value to be either true or false)"),
+        (
+            "log.message.downconversion.enable=1",
+            "log.message.downconversion.enable",
+            "must be a valid message.downconversion.enable value",
+        ),
+        (
+            "log.message.format.version=3.0",
+            "log.message.format.version",
+            "(Version `3.0` is not a valid version; valid values: [0.8.0, 0.8.1,",
+        ),
         ("kafkactor.event.logs=/e", "kafkactor.event.logs", "did you mean 'kafkactor.event.log'"),
     ],
 )
@@ -453,7 +567,6 @@ def test_to_properties_writes_every_setting_with_unset_ones_commented_out() -> N
     text = KafkaConfig.from_properties(MINIMAL).to_properties()
     written = javaproperties.loads(text)
     assert set(written) == set(SETTINGS) - {
-        "compression.type",  # no effect: not written
         "advertised.listeners",  # the listeners, as reading it back gives
         "log.flush.interval.messages",
         "log.flush.interval.ms",
