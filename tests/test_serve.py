@@ -189,6 +189,24 @@ def test_the_brokers_run_with_the_overridden_values(properties_file: Path) -> No
         assert broker.config.apis.num_partitions == 4
 
 
+@pytest.mark.timeout(10)
+def test_topic_config_defaults_are_overridden_for_every_broker() -> None:
+    planned = plan(
+        ServeOptions(
+            overrides=overrides(
+                "log.message.timestamp.type=LogAppendTime",
+                "log.roll.jitter.hours=1",
+                "compression.type=gzip",
+            )
+        )
+    )
+    defaults = planned.config.broker.log_manager.default_log_config
+    assert defaults.message_timestamp_type == "LogAppendTime"
+    assert defaults.segment_jitter_ms == 3_600_000
+    assert defaults.compression_type == "gzip"
+    assert planned.config.ignored == ()
+
+
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     code = main(["serve", *args])
     out, err = capsys.readouterr()
@@ -205,6 +223,11 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, s
         (
             ["--override", "log.cleaner.min.cleanable.ratio=1.5"],
             "--override: 'log.cleaner.min.cleanable.ratio' must be a number from 0 to 1, got '1.5'",
+        ),
+        (
+            ["--override", "log.message.timestamp.type=WallClock"],
+            "--override: 'log.message.timestamp.type' must be a valid message.timestamp.type "
+            "value (String must be one of: CreateTime, LogAppendTime), got 'WallClock'",
         ),
         (
             ["--override", "num.partitons=4"],

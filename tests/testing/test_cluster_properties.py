@@ -3,10 +3,11 @@ properties, shared by every broker, taking effect where a client sees them."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
-from kafka import KafkaProducer
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from kafkactor.actors.broker import BrokerConfig
 from kafkactor.network.admin_apis import KafkaApisConfig
@@ -34,6 +35,35 @@ def test_the_marker_passes_properties_that_take_effect(kafka_cluster: Cluster) -
         assert broker.config.group.initial_rebalance_delay_ms == 0
         assert broker.listener is not None
         assert broker.listener.socket_request_max_bytes == 1_048_576
+
+
+OLD_TIMESTAMP_MS = 1_000_000_000_000  # 2001: far from any broker's clock
+LOG_APPEND_TIME = 1  # a record's timestamp type, as kafka-python reports it
+
+
+@pytest.mark.kafka_cluster(properties={"log.message.timestamp.type": "LogAppendTime"})
+@pytest.mark.timeout(30)
+def test_log_append_time_as_a_broker_default_stamps_an_auto_created_topic(
+    kafka_cluster: Cluster,
+) -> None:
+    producer = KafkaProducer(bootstrap_servers=kafka_cluster.bootstrap_servers)
+    before = int(time.time() * 1000)
+    sent = producer.send("stamped", b"v", timestamp_ms=OLD_TIMESTAMP_MS).get(timeout=10)
+    after = int(time.time() * 1000)
+    producer.close()
+    assert before <= sent.timestamp <= after  # the Produce answer's log_append_time
+    assert kafka_cluster.topic_configs["stamped"].message_timestamp_type == "LogAppendTime"
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=kafka_cluster.bootstrap_servers, auto_offset_reset="earliest"
+    )
+    consumer.assign([TopicPartition("stamped", 0)])
+    try:
+        records = consumer.poll(timeout_ms=10_000, max_records=1)  # returns once it has one
+    finally:
+        consumer.close()
+    (record,) = records[TopicPartition("stamped", 0)]
+    assert (record.timestamp_type, record.timestamp) == (LOG_APPEND_TIME, sent.timestamp)
 
 
 @pytest.mark.timeout(10)
