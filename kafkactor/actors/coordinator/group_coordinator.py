@@ -11,11 +11,16 @@ from kafkactor.actors.coordinator.group_metadata import (
     GroupMetadata,
     GroupMetadataSnapshot,
     GroupOverview,
-    GroupState,
     GroupSummary,
-    IllegalGroupStateError,
     OffsetAndMetadata,
 )
+from kafkactor.actors.coordinator.group_offsets import (
+    commit_offsets,
+    complete_offset_commit,
+    fetch_offsets,
+    refused_commit,
+)
+from kafkactor.actors.coordinator.group_state import GroupState
 from kafkactor.actors.coordinator.member_metadata import (
     UNKNOWN_MEMBER_ID,
     Protocol,
@@ -40,15 +45,10 @@ from kafkactor.actors.coordinator.results import (
     OffsetFetchPartition,
     SyncGroupResult,
     SyncOutcome,
-    append_error,
+    schedule_heartbeat,
 )
 from kafkactor.common import TopicPartition
 from kafkactor.messages.errors import ErrorCode
-
-
-def offset_append_error(error: ErrorCode) -> ErrorCode:
-    """How Kafka's storeOffsets answers a failed append of committed offsets."""
-    return append_error(error, too_large=ErrorCode.INVALID_COMMIT_OFFSET_SIZE)
 
 
 class GroupCoordinatorCore:
@@ -145,7 +145,7 @@ class GroupCoordinatorCore:
         With `group_instance_id` (JoinGroup v5+, KIP-345) the member is static: its id is the
         instance id + "-" + UUID, it never gets MEMBER_ID_REQUIRED, and a known instance
         joining with member id "" replaces its old member id, without a rebalance when the
-        group is Stable and the chosen protocol stays (`Rebalancer._rejoin_static`). A join
+        group is Stable and the chosen protocol stays (`StaticMembership.rejoin`). A join
         naming the instance with a member id other than its current one answers
         FENCED_INSTANCE_ID."""
 
@@ -295,7 +295,7 @@ class GroupCoordinatorCore:
 
     # -- offsets ---------------------------------------------------------------------------------
 
-    def handle_commit_offsets(  # noqa: PLR0911 - one flat chain of checks, as Kafka's
+    def handle_commit_offsets(
         self,
         group_id: str,
         member_id: str,
@@ -311,77 +311,30 @@ class GroupCoordinatorCore:
         instance whose member id has been replaced answers FENCED_INSTANCE_ID (OffsetCommit
         v7+). Accepted offsets stay pending until `complete_offset_write`."""
 
-        def answer(error: ErrorCode) -> CommitOutcome:
-            return CommitOutcome(dict.fromkeys(offsets, error), None, Effects(group_id=group_id))
-
         error = self._status_error(group_id, empty_id_allowed=True)
         if error is not None:
-            return answer(error)
+            return refused_commit(group_id, offsets, error)
         group = self.groups.get(group_id)
         if group is None:
-            if generation_id >= 0:
-                return answer(ErrorCode.ILLEGAL_GENERATION)  # a generation this group never had
+            if generation_id >= 0:  # a generation this group never had
+                return refused_commit(group_id, offsets, ErrorCode.ILLEGAL_GENERATION)
             group = self.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now_ms)
-        if group.state is GroupState.DEAD:
-            return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        if group.is_static_member_fenced(member_id, group_instance_id):
-            return answer(ErrorCode.FENCED_INSTANCE_ID)
-        b = EffectsBuilder(group_id)
-        if generation_id >= 0 or group.state is not GroupState.EMPTY:
-            member = group.members.get(member_id)
-            if member is None:
-                return answer(ErrorCode.UNKNOWN_MEMBER_ID)
-            if generation_id != group.generation_id:
-                return answer(ErrorCode.ILLEGAL_GENERATION)
-            if group.state is GroupState.COMPLETING_REBALANCE:
-                return answer(ErrorCode.REBALANCE_IN_PROGRESS)
-            if not group.is_in(GroupState.STABLE, GroupState.PREPARING_REBALANCE):
-                raise IllegalGroupStateError(f"commit to group {group_id} in {group.state.value}")
-            # while preparing a rebalance the commit is still taken: the heartbeat's
-            # REBALANCE_IN_PROGRESS tells the member to rejoin
-            self.rebalancer.schedule_heartbeat(group, member, member.session_timeout_ms, now_ms, b)
-        return self._store_offsets(group, member_id, generation_id, offsets, b.build())
-
-    def _store_offsets(
-        self,
-        group: GroupMetadata,
-        member_id: str,
-        generation_id: int,
-        offsets: Mapping[TopicPartition, OffsetAndMetadata],
-        effects: Effects,
-    ) -> CommitOutcome:
-        limit = self.config.offset_metadata_max_bytes
-        valid = {tp: o for tp, o in offsets.items() if len(o.metadata) <= limit}
-        too_large = tuple(tp for tp in offsets if tp not in valid)
-        if not valid:
-            errors = dict.fromkeys(offsets, ErrorCode.OFFSET_METADATA_TOO_LARGE)
-            return CommitOutcome(errors, None, effects)
-        group.prepare_offset_commit(valid)
-        write = OffsetCommitWrite(
-            group_id=group.group_id,
-            member_id=member_id,
-            generation_id=generation_id,
-            offsets=valid,
-            too_large=too_large,
+        return commit_offsets(
+            group,
+            member_id,
+            generation_id,
+            offsets,
+            now_ms,
+            metadata_max_bytes=self.config.offset_metadata_max_bytes,
+            group_instance_id=group_instance_id,
         )
-        return CommitOutcome(None, write, effects)
 
     def complete_offset_write(
         self, write: OffsetCommitWrite, error: ErrorCode = ErrorCode.NONE
     ) -> dict[TopicPartition, ErrorCode]:
         """The append of `write` completed with `error`: its offsets are committed (or dropped
         from the pending ones). Returns the OffsetCommit's answer, partition by partition."""
-        group = self.groups.get(write.group_id)
-        if group is not None and group.state is not GroupState.DEAD:
-            for tp, offset in write.offsets.items():
-                if error is ErrorCode.NONE:
-                    group.on_offset_commit_append(tp, offset)
-                else:
-                    group.fail_pending_offset_write(tp, offset)
-        code = ErrorCode.NONE if error is ErrorCode.NONE else offset_append_error(error)
-        answer = dict.fromkeys(write.offsets, code)
-        answer.update(dict.fromkeys(write.too_large, ErrorCode.OFFSET_METADATA_TOO_LARGE))
-        return answer
+        return complete_offset_commit(self.groups.get(write.group_id), write, error)
 
     def handle_fetch_offsets(
         self,
@@ -399,18 +352,7 @@ class GroupCoordinatorCore:
         group = self.groups.get(group_id)
         if group is None or group.state is GroupState.DEAD:
             return ErrorCode.NONE, {tp: OffsetFetchPartition() for tp in partitions or ()}
-        answer = {}
-        for tp in list(group.offsets) if partitions is None else partitions:
-            offset = group.offset(tp)
-            if require_stable and group.has_pending_offset_commit(tp):
-                answer[tp] = OffsetFetchPartition(error=ErrorCode.UNSTABLE_OFFSET_COMMIT)
-            elif offset is None:
-                answer[tp] = OffsetFetchPartition()
-            else:
-                answer[tp] = OffsetFetchPartition(
-                    offset=offset.offset, leader_epoch=offset.leader_epoch, metadata=offset.metadata
-                )
-        return ErrorCode.NONE, answer
+        return ErrorCode.NONE, fetch_offsets(group, partitions, require_stable=require_stable)
 
     # -- DescribeGroups, ListGroups, DeleteGroups ------------------------------------------------
 
@@ -501,7 +443,7 @@ class GroupCoordinatorCore:
         group.initialize_offsets(offsets)
         self.groups[group_id] = group
         for member in group.members.values():
-            self.rebalancer.schedule_heartbeat(group, member, member.session_timeout_ms, now_ms, b)
+            schedule_heartbeat(group, member, member.session_timeout_ms, now_ms, b)
         return b.build()
 
     def resign(self, partition: int, now_ms: int) -> list[Effects]:

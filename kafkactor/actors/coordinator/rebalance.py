@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from kafkactor.actors.coordinator.group_metadata import (
     GroupMetadata,
     GroupMetadataSnapshot,
-    GroupState,
 )
+from kafkactor.actors.coordinator.group_state import GroupState
 from kafkactor.actors.coordinator.member_metadata import (
     UNKNOWN_MEMBER_ID,
     MemberMetadata,
@@ -31,8 +31,10 @@ from kafkactor.actors.coordinator.results import (
     MemberIdentity,
     SyncGroupResult,
     SyncOutcome,
-    append_error,
+    group_append_error,
+    schedule_heartbeat,
 )
+from kafkactor.actors.coordinator.static_membership import StaticMembership
 from kafkactor.messages.errors import ErrorCode
 
 _EMPTY = GroupState.EMPTY
@@ -56,21 +58,6 @@ class Joiner:
     group_instance_id: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class _StaticRejoin:
-    """A static member that rejoined a Stable group under a new member id, waiting for the
-    group metadata naming that id to be appended (Kafka's storeGroup callback in
-    updateStaticMemberAndRebalance): what to answer it, and what to restore if the append
-    fails."""
-
-    snapshot: GroupMetadataSnapshot
-    group_instance_id: str
-    old_member_id: str
-    new_member_id: str
-    old_protocols: tuple[Protocol, ...]
-    leader_id: str | None
-
-
 @dataclass(slots=True)
 class _JoinTimer:
     """A group's outstanding DelayedJoin (Kafka's InitialDelayedJoin when `initial`)."""
@@ -78,15 +65,6 @@ class _JoinTimer:
     initial: bool
     delay_ms: int
     remaining_ms: int = 0
-
-
-def group_append_error(error: ErrorCode) -> ErrorCode:
-    """How Kafka's storeGroup answers a failed append of group metadata."""
-    return append_error(
-        error,
-        too_large=ErrorCode.UNKNOWN_SERVER_ERROR,
-        timed_out=ErrorCode.REBALANCE_IN_PROGRESS,
-    )
 
 
 class Rebalancer:
@@ -98,7 +76,7 @@ class Rebalancer:
     def __init__(self, config: GroupConfig, member_id_suffix: Callable[[], str]) -> None:
         self.config = config
         self._join_timers: dict[str, _JoinTimer] = {}
-        self._static_rejoins: dict[str, list[_StaticRejoin]] = {}  # by group id
+        self.static = StaticMembership()
         self._member_id_suffix = member_id_suffix
 
     # -- JoinGroup -------------------------------------------------------------------------------
@@ -120,9 +98,15 @@ class Rebalancer:
             instance = joiner.group_instance_id
             member_id = generate_member_id(joiner.client_id, instance, self._member_id_suffix)
             if instance is not None and group.has_static_member(instance):
-                self._rejoin_static(
-                    group, joiner, instance=instance, new_member_id=member_id, now_ms=now_ms, b=b
-                )
+                if self.static.rejoin(
+                    group,
+                    joiner.protocols,
+                    instance=instance,
+                    new_member_id=member_id,
+                    now_ms=now_ms,
+                    b=b,
+                ):
+                    self._prepare_rebalance(group, now_ms, b)
                 result = None
             else:
                 # KIP-394's round trip is for dynamic members only (KafkaApis asks for it
@@ -216,111 +200,9 @@ class Rebalancer:
         group.add(member, awaiting_join=True)
         # a new member cannot heartbeat before its JoinGroup is answered, and a client that
         # gave up and retried would leave it behind: it has the new-member join timeout
-        self.schedule_heartbeat(group, member, self.config.new_member_join_timeout_ms, now_ms, b)
+        schedule_heartbeat(group, member, self.config.new_member_join_timeout_ms, now_ms, b)
         group.remove_pending_member(member_id)
         self._maybe_prepare_rebalance(group, now_ms, b)
-
-    # -- static members (KIP-345) ----------------------------------------------------------------
-
-    def _rejoin_static(
-        self,
-        group: GroupMetadata,
-        joiner: Joiner,
-        *,
-        instance: str,
-        new_member_id: str,
-        now_ms: int,
-        b: EffectsBuilder,
-    ) -> None:
-        """Kafka 2.8's updateStaticMemberAndRebalance: a known group instance id joins with
-        member id "" (the instance restarted). It takes over its old member id's place under
-        `new_member_id`: the old id's parked requests answer FENCED_INSTANCE_ID and its later
-        ones too. In a Stable group whose selected protocol the new protocols do not change,
-        there is no rebalance: the group metadata naming the new id is appended, then the
-        join is answered with the current generation and the current leader (the old leader
-        id when the instance led, so that it does not assign again) and the member syncs to
-        get the old id's assignment. Otherwise the group rebalances (CompletingRebalance:
-        the leader may have assigned to the old id) or the rebalance under way takes it."""
-        old_member_id = group.static_member_id(instance)
-        leader_id = group.leader_id
-        old = group.get(old_member_id)
-        if old.awaiting_join:
-            b.joins[old_member_id] = JoinGroupResult(
-                member_id=old_member_id, error=ErrorCode.FENCED_INSTANCE_ID
-            )
-        if old.awaiting_sync:
-            b.syncs[old_member_id] = SyncGroupResult(error=ErrorCode.FENCED_INSTANCE_ID)
-        b.cancel(old_member_id)  # its DelayedHeartbeat would find no such member anyway
-        old_protocols = tuple(old.supported_protocols)
-        member = group.replace_static_member(old_member_id, new_member_id, instance)
-        self.schedule_heartbeat(group, member, member.session_timeout_ms, now_ms, b)
-        group.update_member(member, joiner.protocols, awaiting_join=True)
-        if group.state is _STABLE and group.select_protocol() == group.protocol_name:
-            assignment = {m.member_id: m.assignment for m in group.members.values()}
-            snapshot = group.snapshot(assignment)
-            rejoin = _StaticRejoin(
-                snapshot, instance, old_member_id, new_member_id, old_protocols, leader_id
-            )
-            self._static_rejoins.setdefault(group.group_id, []).append(rejoin)
-            b.writes.append(snapshot)
-        elif group.is_in(_STABLE, _COMPLETING):
-            self._prepare_rebalance(group, now_ms, b)
-
-    def _take_static_rejoin(self, snapshot: GroupMetadataSnapshot) -> _StaticRejoin | None:
-        waiting = self._static_rejoins.get(snapshot.group_id)
-        if not waiting:
-            return None
-        for i, rejoin in enumerate(waiting):
-            if rejoin.snapshot == snapshot:
-                del waiting[i]
-                if not waiting:
-                    del self._static_rejoins[snapshot.group_id]
-                return rejoin
-        return None
-
-    def _complete_static_rejoin(
-        self,
-        group: GroupMetadata,
-        rejoin: _StaticRejoin,
-        error: ErrorCode,
-        now_ms: int,
-        b: EffectsBuilder,
-    ) -> None:
-        """The append of a static member's new id completed: answer its JoinGroup, or on
-        failure give the instance its old member id back and answer the error."""
-        if group.state is _DEAD:
-            return
-        new_id = rejoin.new_member_id
-        member = group.members.get(new_id)
-        if error is ErrorCode.NONE:
-            # answered now only while the group is still Stable; a rebalance that started
-            # meanwhile answers it with its new generation (Kafka answers it either way)
-            if member is not None and member.awaiting_join and group.state is _STABLE:
-                member.awaiting_join = False
-                b.joins[new_id] = JoinGroupResult(
-                    member_id=new_id,
-                    generation_id=group.generation_id,
-                    protocol_type=group.protocol_type,
-                    protocol_name=group.protocol_name,
-                    leader_id=rejoin.leader_id or "",
-                )
-            return
-        if member is None or group.static_members.get(rejoin.group_instance_id) != new_id:
-            return  # it left, or the instance moved on again, meanwhile
-        parked = member.awaiting_join
-        group.update_member(member, rejoin.old_protocols, awaiting_join=False)
-        old = group.replace_static_member(new_id, rejoin.old_member_id, rejoin.group_instance_id)
-        b.cancel(new_id)
-        self.schedule_heartbeat(group, old, old.session_timeout_ms, now_ms, b)
-        if parked:
-            b.joins[new_id] = JoinGroupResult(
-                member_id=UNKNOWN_MEMBER_ID,
-                error=group_append_error(error),
-                generation_id=group.generation_id,
-                protocol_type=group.protocol_type,
-                protocol_name=group.protocol_name,
-                leader_id=rejoin.leader_id or "",
-            )
 
     # -- the rebalance ---------------------------------------------------------------------------
 
@@ -400,7 +282,7 @@ class Rebalancer:
             if member.awaiting_join:
                 member.awaiting_join = False
                 b.joins[member.member_id] = self._join_result(group, member.member_id)
-            self.schedule_heartbeat(group, member, member.session_timeout_ms, now_ms, b)
+            schedule_heartbeat(group, member, member.session_timeout_ms, now_ms, b)
             member.is_new = False
 
     def _reset_and_propagate_error(
@@ -424,7 +306,7 @@ class Rebalancer:
                     protocol_type=group.protocol_type if ok else None,
                     protocol_name=group.protocol_name if ok else None,
                 )
-                self.schedule_heartbeat(group, member, member.session_timeout_ms, now_ms, b)
+                schedule_heartbeat(group, member, member.session_timeout_ms, now_ms, b)
 
     # -- SyncGroup -------------------------------------------------------------------------------
 
@@ -468,7 +350,7 @@ class Rebalancer:
                 b.writes.append(group.snapshot(full))
             return SyncOutcome(None, b.build())
         # Stable: the member's current assignment
-        self.schedule_heartbeat(group, member, member.session_timeout_ms, now_ms, b)
+        schedule_heartbeat(group, member, member.session_timeout_ms, now_ms, b)
         result = SyncGroupResult(
             assignment=member.assignment,
             protocol_type=group.protocol_type,
@@ -484,10 +366,10 @@ class Rebalancer:
         now_ms: int,
     ) -> Effects:
         b = EffectsBuilder(snapshot.group_id)
-        rejoin = self._take_static_rejoin(snapshot)
+        rejoin = self.static.take(snapshot)
         if rejoin is not None:
             if group is not None:
-                self._complete_static_rejoin(group, rejoin, error, now_ms, b)
+                self.static.complete(group, rejoin, error, now_ms, b)
             return b.build()
         if group is None or group.state is not _COMPLETING:
             return b.build()
@@ -526,23 +408,10 @@ class Rebalancer:
         if group.state is _EMPTY:
             return HeartbeatOutcome(ErrorCode.UNKNOWN_MEMBER_ID)
         b = EffectsBuilder(group.group_id)
-        self.schedule_heartbeat(group, member, member.session_timeout_ms, now_ms, b)
+        schedule_heartbeat(group, member, member.session_timeout_ms, now_ms, b)
         if group.state is _PREPARING:
             return HeartbeatOutcome(ErrorCode.REBALANCE_IN_PROGRESS, b.build())
         return HeartbeatOutcome(ErrorCode.NONE, b.build())
-
-    def schedule_heartbeat(
-        self,
-        group: GroupMetadata,
-        member: MemberMetadata,
-        timeout_ms: int,
-        now_ms: int,
-        b: EffectsBuilder,
-    ) -> None:
-        """Kafka's completeAndScheduleNextExpiration: a new deadline replaces the member's
-        current one, whose expiry is then stale."""
-        member.heartbeat_deadline_ms = now_ms + timeout_ms
-        b.heartbeat(HeartbeatDeadline(group.group_id, member.member_id, now_ms + timeout_ms))
 
     def on_heartbeat_expired(
         self, group: GroupMetadata, member_id: str, deadline_ms: int, now_ms: int, pending: bool
@@ -643,7 +512,7 @@ class Rebalancer:
         b = EffectsBuilder(group.group_id)
         group.transition_to(_DEAD, now_ms)
         b.check_join = self.forget_join(group.group_id)
-        self._static_rejoins.pop(group.group_id, None)
+        self.static.forget(group.group_id)
         for member in group.members.values():
             if member.awaiting_join:
                 member.awaiting_join = False

@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from kafkactor.actors.coordinator.group_metadata import (
     NO_GENERATION,
     NO_LEADER,
+    GroupMetadata,
     GroupMetadataSnapshot,
     JoinGroupMember,
     OffsetAndMetadata,
 )
+from kafkactor.actors.coordinator.member_metadata import MemberMetadata
 from kafkactor.common import TopicPartition
 from kafkactor.messages.errors import ErrorCode
 
@@ -281,6 +283,19 @@ class EffectsBuilder:
         )
 
 
+def schedule_heartbeat(
+    group: GroupMetadata,
+    member: MemberMetadata,
+    timeout_ms: int,
+    now_ms: int,
+    b: EffectsBuilder,
+) -> None:
+    """Kafka's completeAndScheduleNextExpiration: a new deadline replaces the member's
+    current one, whose expiry is then stale."""
+    member.heartbeat_deadline_ms = now_ms + timeout_ms
+    b.heartbeat(HeartbeatDeadline(group.group_id, member.member_id, now_ms + timeout_ms))
+
+
 def append_error(
     error: ErrorCode, *, too_large: ErrorCode, timed_out: ErrorCode | None = None
 ) -> ErrorCode:
@@ -305,3 +320,12 @@ def append_error(
     ):
         return too_large
     return error
+
+
+def group_append_error(error: ErrorCode) -> ErrorCode:
+    """How Kafka's storeGroup answers a failed append of group metadata."""
+    return append_error(
+        error,
+        too_large=ErrorCode.UNKNOWN_SERVER_ERROR,
+        timed_out=ErrorCode.REBALANCE_IN_PROGRESS,
+    )

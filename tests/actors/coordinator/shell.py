@@ -17,9 +17,9 @@ from kafkactor.actors.coordinator.group_coordinator import GroupCoordinatorCore
 from kafkactor.actors.coordinator.group_metadata import (
     GroupMetadata,
     GroupMetadataSnapshot,
-    GroupState,
     OffsetAndMetadata,
 )
+from kafkactor.actors.coordinator.group_state import GroupState
 from kafkactor.actors.coordinator.member_metadata import Protocol
 from kafkactor.actors.coordinator.results import (
     CommitOutcome,

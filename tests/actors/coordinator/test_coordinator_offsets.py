@@ -10,9 +10,9 @@ from kafkactor.actors.coordinator.group_metadata import (
     EMPTY_GROUP,
     GroupMetadataSnapshot,
     GroupOverview,
-    GroupState,
     MemberSnapshot,
 )
+from kafkactor.actors.coordinator.group_state import GroupState
 from kafkactor.actors.coordinator.results import (
     GroupTombstones,
     OffsetFetchPartition,

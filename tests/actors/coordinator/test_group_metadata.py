@@ -7,10 +7,9 @@ import pytest
 
 from kafkactor.actors.coordinator.group_metadata import (
     GroupMetadata,
-    GroupState,
-    IllegalGroupStateError,
     OffsetAndMetadata,
 )
+from kafkactor.actors.coordinator.group_state import GroupState, IllegalGroupStateError
 from kafkactor.actors.coordinator.member_metadata import MemberMetadata, Protocol
 from kafkactor.common import TopicPartition
 

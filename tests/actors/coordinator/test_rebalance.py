@@ -5,7 +5,7 @@ stand-in shell on a ManualClock (explicit times, no sleeps)."""
 from __future__ import annotations
 
 from kafkactor.actors.coordinator.group_coordinator import GroupCoordinatorCore
-from kafkactor.actors.coordinator.group_metadata import GroupState
+from kafkactor.actors.coordinator.group_state import GroupState
 from kafkactor.actors.coordinator.results import (
     NEW_MEMBER_JOIN_TIMEOUT_MS,
     GroupConfig,

@@ -7,7 +7,7 @@ stand-in shell on a ManualClock."""
 from __future__ import annotations
 
 from kafkactor.actors.coordinator.group_coordinator import GroupCoordinatorCore
-from kafkactor.actors.coordinator.group_metadata import GroupState
+from kafkactor.actors.coordinator.group_state import GroupState
 from kafkactor.actors.coordinator.member_metadata import Protocol
 from kafkactor.actors.coordinator.offsets_store import OffsetsReplay, group_record
 from kafkactor.actors.coordinator.offsets_topic import (
