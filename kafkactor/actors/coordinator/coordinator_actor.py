@@ -6,7 +6,7 @@ import functools
 import itertools
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,8 +22,8 @@ from kafkactor.actors.coordinator.coordinator_messages import (
 from kafkactor.actors.coordinator.group_coordinator import GroupCoordinatorCore
 from kafkactor.actors.coordinator.group_metadata import GroupMetadataSnapshot
 from kafkactor.actors.coordinator.group_purgatories import GroupPurgatories
+from kafkactor.actors.coordinator.offsets_loader import load_partition
 from kafkactor.actors.coordinator.offsets_store import (
-    OffsetsReplay,
     group_record,
     offset_records,
     tombstone_records,
@@ -65,20 +65,12 @@ from kafkactor.messages.group import (
 )
 from kafkactor.messages.purgatory import OperationsExpired
 from kafkactor.messages.replication import ProducePartition, ProduceRequest, ProduceResponse
-from kafkactor.storage import (
-    Log,
-    Record,
-    StorageError,
-    StoredRecord,
-    build_batch,
-    iter_batches,
-)
+from kafkactor.storage import Log, Record, build_batch
 from kafkactor.timer import Clock, Timer
 
 __all__ = ["GroupCoordinatorActor"]
 
 OFFSETS_COMMIT_TIMEOUT_MS = 5000  # offsets.commit.timeout.ms: how long an append waits for acks
-LOAD_BUFFER_BYTES = 5 * 1024 * 1024  # offsets.load.buffer.size: one read while loading
 _EXPIRED = CompletedBy("expired")
 
 
@@ -336,13 +328,8 @@ class GroupCoordinatorActor(TracedActor):
             return  # still ours (a newer epoch of the same leadership)
         self.core.begin_loading(partition)
         started = time.monotonic()
-        replay = OffsetsReplay()
-        error = ""
-        try:
-            for records in self._read(partition):
-                replay.replay(records)
-        except StorageError as failure:  # a log that cannot be read: serve what was read
-            error = repr(failure)
+        log = self.logs.get(str(TopicPartition(topic=OFFSETS_TOPIC, partition=partition)))
+        replay, error = load_partition(log)
         now = self.now
         loaded_groups = replay.loaded()
         for loaded in loaded_groups:
@@ -358,22 +345,6 @@ class GroupCoordinatorActor(TracedActor):
             duration_ms=int((time.monotonic() - started) * 1000),
             error=error,
         )
-
-    def _read(self, partition: int) -> Iterator[list[StoredRecord]]:
-        log = self.logs.get(str(TopicPartition(topic=OFFSETS_TOPIC, partition=partition)))
-        if log is None:
-            return
-        offset, end = log.log_start_offset, log.log_end_offset
-        while offset < end:
-            data = log.read(offset, LOAD_BUFFER_BYTES).records
-            if not data:
-                return
-            for batch in iter_batches(data):
-                if batch.is_control_batch:
-                    offset = batch.next_offset
-                    continue
-                yield [r for r in batch.records() if r.offset >= offset]
-                offset = batch.next_offset
 
     @handles(OffsetsPartitionResigned)
     def _on_resigned(self, event: OffsetsPartitionResigned) -> None:

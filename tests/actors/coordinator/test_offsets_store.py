@@ -258,7 +258,8 @@ def test_a_group_written_again_after_its_tombstone_is_back() -> None:
 
 
 def test_a_replay_may_be_fed_in_several_reads() -> None:
-    """The actor feeds the replay one batch at a time (`LOAD_BUFFER_BYTES` per read)."""
+    """The loader (`offsets_loader`) feeds the replay one batch at a time (`LOAD_BUFFER_BYTES`
+    per read)."""
     replayed = OffsetsReplay()
     replayed.replay(stored([group_record(snapshot(1), NOW)], 0))
     replayed.replay(stored(offset_records(GROUP, offsets(tp0=1), NOW), 1))
