@@ -1,12 +1,11 @@
 """KafkaApis' consumer-group APIs: FindCoordinator, the classic rebalance protocol (JoinGroup,
-SyncGroup, Heartbeat, LeaveGroup), OffsetCommit and OffsetFetch, DescribeGroups, ListGroups and
-DeleteGroups — translated to and from the group coordinator's messages
-(`kafkactor.messages.group`), which the broker's group coordinator actor answers."""
+SyncGroup, Heartbeat, LeaveGroup), DescribeGroups, ListGroups and DeleteGroups — translated to
+and from the group coordinator's messages (`kafkactor.messages.group`), which the broker's group
+coordinator actor answers. OffsetCommit and OffsetFetch are `OffsetApis`' (`offset_apis`)."""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
 from kafkactor.actors.coordinator.offsets_topic import partition_for
@@ -15,8 +14,6 @@ from kafkactor.actors.runtime import addresses
 from kafkactor.common import OFFSETS_TOPIC, TopicExistsError
 from kafkactor.messages import ErrorCode, Request, Response
 from kafkactor.messages.group import (
-    NO_GENERATION,
-    NO_MEMBER_ID,
     DeletedGroup,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
@@ -33,14 +30,6 @@ from kafkactor.messages.group import (
     LeaveGroupResponse,
     ListGroupsRequest,
     ListGroupsResponse,
-    OffsetCommitPartition,
-    OffsetCommitPartitionResult,
-    OffsetCommitRequest,
-    OffsetCommitResponse,
-    OffsetFetchPartitionRequest,
-    OffsetFetchPartitionResult,
-    OffsetFetchRequest,
-    OffsetFetchResponse,
     SyncGroupAssignment,
     SyncGroupRequest,
     SyncGroupResponse,
@@ -49,16 +38,18 @@ from kafkactor.messages.replication import MetadataRequest, MetadataResponse
 from kafkactor.network.admin_apis import KafkaApisConfig, TopicAdmin
 from kafkactor.network.api_versions import ApiKey
 from kafkactor.network.codec import build, nested, response_type
+from kafkactor.network.offset_apis import OffsetApis
 from kafkactor.network.request_channel import RequestHeader
 from kafkactor.network.steps import (
     AUTHORIZED_OPERATIONS_OMITTED,
-    NO_THROTTLE,
     Admin,
-    Answer,
     Ask,
     Step,
+    ask_expecting,
     error_of,
+    group_instance_id,
     millis,
+    respond,
 )
 
 __all__ = ["OFFSETS_TOPIC_CONFIG", "GroupApis"]
@@ -97,19 +88,14 @@ class GroupApis:
         self.replica_manager = addresses.replica_manager(broker_id)
         self.coordinator = addresses.group_coordinator(broker_id)
         self._creating_offsets_topic = False
+        self.offsets = OffsetApis(broker_id)
 
     def _ask(
         self, request: Request, answered: type[R], answer: Callable[[R | None, ErrorCode], Step]
     ) -> Step:
         """Ask the group coordinator; `answer(its response, the code for what it omits)`, or
         `answer(None, the failure's code)` when it answered something else (an ErrorResponse)."""
-
-        def then(response: Response) -> Step:
-            if isinstance(response, answered):
-                return answer(response, ErrorCode.UNKNOWN_SERVER_ERROR)
-            return answer(None, error_of(response))
-
-        return Ask(self.coordinator, request, then)
+        return ask_expecting(self.coordinator, request, answered, answer)
 
     # -- FindCoordinator -----------------------------------------------------------------------
 
@@ -117,7 +103,7 @@ class GroupApis:
         schema = response_type(ApiKey.FIND_COORDINATOR, header.api_version)
 
         def unavailable(why: str) -> Step:
-            return _answer(
+            return respond(
                 schema,
                 error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                 error_message=why,
@@ -140,7 +126,7 @@ class GroupApis:
             found = [e for e in response.endpoints if e.broker_id == leader and leader >= 0]
             if not found:
                 return unavailable(f"{OFFSETS_TOPIC}-{partition} has no leader")
-            return _answer(
+            return respond(
                 schema,
                 error_code=ErrorCode.NONE,
                 error_message=None,
@@ -188,7 +174,7 @@ class GroupApis:
         schema = response_type(ApiKey.JOIN_GROUP, version)
         member_type = nested(schema, "JoinGroupResponseMember")
         session_timeout_ms = millis(body.session_timeout)
-        instance = _instance_id(body)  # v5+ (KIP-345): a static member
+        instance = group_instance_id(body)  # v5+ (KIP-345): a static member
         request = JoinGroupRequest(
             group_id=body.group_id,
             member_id=body.member_id,
@@ -217,7 +203,7 @@ class GroupApis:
                 )
                 for m in r.members
             )
-            return _answer(
+            return respond(
                 schema,
                 error_code=r.error_code,
                 generation_id=r.generation_id,
@@ -235,7 +221,7 @@ class GroupApis:
             group_id=body.group_id,
             generation_id=int(body.generation_id),
             member_id=body.member_id,
-            group_instance_id=_instance_id(body),  # v3+
+            group_instance_id=group_instance_id(body),  # v3+
             assignments=tuple(
                 SyncGroupAssignment(member_id=a.member_id, assignment=a.assignment)
                 for a in body.assignments
@@ -244,7 +230,7 @@ class GroupApis:
 
         def synced(response: SyncGroupResponse | None, code: ErrorCode) -> Step:
             r = response if response is not None else SyncGroupResponse(error_code=code)
-            return _answer(schema, error_code=r.error_code, assignment=r.assignment)
+            return respond(schema, error_code=r.error_code, assignment=r.assignment)
 
         return self._ask(request, SyncGroupResponse, synced)
 
@@ -254,11 +240,11 @@ class GroupApis:
             group_id=body.group_id,
             generation_id=int(body.generation_id),
             member_id=body.member_id,
-            group_instance_id=_instance_id(body),  # v3+
+            group_instance_id=group_instance_id(body),  # v3+
         )
 
         def beaten(response: HeartbeatResponse | None, code: ErrorCode) -> Step:
-            return _answer(schema, error_code=response.error_code if response is not None else code)
+            return respond(schema, error_code=response.error_code if response is not None else code)
 
         return self._ask(request, HeartbeatResponse, beaten)
 
@@ -280,9 +266,9 @@ class GroupApis:
             if version < 3:  # one member and no member list: its error is the request's
                 failed = [m.error_code for m in r.members if m.error_code is not ErrorCode.NONE]
                 top = failed[0] if r.error_code is ErrorCode.NONE and failed else r.error_code
-                return _answer(schema, error_code=top)
+                return respond(schema, error_code=top)
             member_type = nested(schema, "MemberResponse")
-            return _answer(
+            return respond(
                 schema,
                 error_code=r.error_code,
                 members=tuple(
@@ -305,123 +291,13 @@ class GroupApis:
 
     # -- offsets --------------------------------------------------------------------------------
 
+    # -- offsets (`OffsetApis`) ------------------------------------------------------------------
+
     def offset_commit(self, header: RequestHeader, body: Any) -> Step:
-        schema = response_type(ApiKey.OFFSET_COMMIT, header.api_version)
-        topic_type = nested(schema, "OffsetCommitResponseTopic")
-        partition_type = nested(schema, "OffsetCommitResponsePartition")
-        # v0 has no generation nor member: a commit outside group management (generation -1,
-        # member ""), as Kafka's v0 was. v1 alone has a commit timestamp per partition (-1: the
-        # broker's time). v2-v4's retention_time is ignored (offsets do not expire here); from
-        # v6 each offset carries the leader epoch it was read in, from v7 a static member's
-        # group instance id
-        request = OffsetCommitRequest(
-            group_id=body.group_id,
-            generation_id=int(getattr(body, "generation_id_or_member_epoch", NO_GENERATION)),
-            member_id=getattr(body, "member_id", NO_MEMBER_ID),
-            group_instance_id=_instance_id(body),
-            partitions=tuple(
-                OffsetCommitPartition(
-                    topic=topic.name,
-                    partition=int(p.partition_index),
-                    offset=int(p.committed_offset),
-                    leader_epoch=int(getattr(p, "committed_leader_epoch", -1)),
-                    metadata=p.committed_metadata,
-                    commit_timestamp_ms=int(getattr(p, "commit_timestamp", -1)),
-                )
-                for topic in body.topics
-                for p in topic.partitions
-            ),
-        )
-
-        unknown: tuple[OffsetCommitPartitionResult, ...] = ()
-
-        def committed(response: OffsetCommitResponse | None, code: ErrorCode) -> Step:
-            results = (*(response.partitions if response is not None else ()), *unknown)
-            codes = {(p.topic, p.partition): p.error_code for p in results}
-
-            def partition(topic: str, p: Any) -> Any:
-                index = int(p.partition_index)
-                error = codes.get((topic, index), code)
-                return build(partition_type, partition_index=index, error_code=error)
-
-            topics = tuple(
-                build(
-                    topic_type,
-                    name=t.name,
-                    partitions=tuple(partition(t.name, p) for p in t.partitions),
-                )
-                for t in body.topics
-            )
-            return _answer(schema, topics=topics)
-
-        topics = tuple(dict.fromkeys(p.topic for p in request.partitions))
-        if not topics:
-            return self._ask(request, OffsetCommitResponse, committed)
-
-        def checked(response: Response) -> Step:
-            # Kafka's handleOffsetCommitRequest: a partition its metadata cache does not know
-            # (no such topic, or an index beyond the topic's partitions) answers
-            # UNKNOWN_TOPIC_OR_PARTITION; the others go to the coordinator, which is not asked
-            # at all when none is left
-            nonlocal unknown
-            if not isinstance(response, MetadataResponse):
-                return committed(None, error_of(response))
-            known = {
-                (t.topic, p.partition)
-                for t in response.topics
-                if t.error_code is not ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                for p in t.partitions
-            }
-            kept = tuple(p for p in request.partitions if (p.topic, p.partition) in known)
-            unknown = tuple(
-                OffsetCommitPartitionResult(
-                    topic=p.topic,
-                    partition=p.partition,
-                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                )
-                for p in request.partitions
-                if (p.topic, p.partition) not in known
-            )
-            if not kept:
-                return committed(OffsetCommitResponse(), ErrorCode.UNKNOWN_SERVER_ERROR)
-            if unknown:
-                return self._ask(
-                    dataclasses.replace(request, partitions=kept), OffsetCommitResponse, committed
-                )
-            return self._ask(request, OffsetCommitResponse, committed)
-
-        return Ask(self.replica_manager, MetadataRequest(topics=topics), checked)
+        return self.offsets.offset_commit(header, body)
 
     def offset_fetch(self, header: RequestHeader, body: Any) -> Step:
-        version = header.api_version
-        schema = response_type(ApiKey.OFFSET_FETCH, version)
-        every = body.topics is None  # null from v2: every partition the group committed
-        wanted = tuple(
-            OffsetFetchPartitionRequest(topic=topic.name, partition=int(index))
-            for topic in body.topics or ()
-            for index in topic.partition_indexes
-        )
-        # v0 read ZooKeeper in Kafka 0.8.2; here it reads the coordinator, as v1 does.
-        # require_stable (KIP-447) comes with v7: never asked for in the versions served
-        request = OffsetFetchRequest(
-            group_id=body.group_id, partitions=wanted, all_partitions=every
-        )
-
-        def fetched(response: OffsetFetchResponse | None, code: ErrorCode) -> Step:
-            r = response if response is not None else OffsetFetchResponse(error_code=code)
-            results: Iterable[OffsetFetchPartitionResult]
-            if r.error_code is not ErrorCode.NONE:
-                # a group-level error: v2+ says it once; v0-v1 have no field for it, so every
-                # partition asked for carries it (Kafka's error response for those versions)
-                results = () if version >= 2 else (_unfetched(w, r.error_code) for w in wanted)
-            elif every:
-                results = r.partitions
-            else:
-                found = {(p.topic, p.partition): p for p in r.partitions}
-                results = (found.get((w.topic, w.partition), _unfetched(w, code)) for w in wanted)
-            return _answer(schema, error_code=r.error_code, topics=_fetched_topics(schema, results))
-
-        return self._ask(request, OffsetFetchResponse, fetched)
+        return self.offsets.offset_fetch(header, body)
 
     # -- administration -------------------------------------------------------------------------
 
@@ -432,7 +308,7 @@ class GroupApis:
         def described(response: DescribeGroupsResponse | None, code: ErrorCode) -> Step:
             found = {g.group_id: g for g in response.groups} if response is not None else {}
             groups = (found.get(g, DescribedGroup(error_code=code, group_id=g)) for g in group_ids)
-            return _answer(schema, groups=tuple(_described(schema, g) for g in groups))
+            return respond(schema, groups=tuple(_described(schema, g) for g in groups))
 
         request = DescribeGroupsRequest(group_ids=group_ids)
         return self._ask(request, DescribeGroupsResponse, described)
@@ -454,7 +330,7 @@ class GroupApis:
                 )
                 for g in r.groups
             )
-            return _answer(schema, error_code=r.error_code, groups=groups)
+            return respond(schema, error_code=r.error_code, groups=groups)
 
         return self._ask(request, ListGroupsResponse, listed)
 
@@ -466,7 +342,7 @@ class GroupApis:
         def deleted(response: DeleteGroupsResponse | None, code: ErrorCode) -> Step:
             found = {g.group_id: g for g in response.groups} if response is not None else {}
             results = (found.get(g, DeletedGroup(group_id=g, error_code=code)) for g in group_ids)
-            return _answer(
+            return respond(
                 schema,
                 results=tuple(
                     build(result_type, group_id=r.group_id, error_code=r.error_code)
@@ -479,38 +355,6 @@ class GroupApis:
 
 
 # -- helpers -------------------------------------------------------------------------------------
-
-
-def _answer(schema: type[Any], **values: Any) -> Answer:
-    """An Answer of `schema` (throttle time 0 in the versions that have one)."""
-    return Answer(build(schema, throttle_time=NO_THROTTLE, **values))
-
-
-def _unfetched(wanted: OffsetFetchPartitionRequest, code: ErrorCode) -> OffsetFetchPartitionResult:
-    return OffsetFetchPartitionResult(
-        topic=wanted.topic, partition=wanted.partition, error_code=code
-    )
-
-
-def _fetched_topics(
-    schema: type[Any], results: Iterable[OffsetFetchPartitionResult]
-) -> tuple[Any, ...]:
-    """OffsetFetch's topics: the results grouped by topic, in the order they come."""
-    topic_type = nested(schema, "OffsetFetchResponseTopic")
-    partition_type = nested(schema, "OffsetFetchResponsePartition")
-    by_topic: dict[str, list[Any]] = {}
-    for p in results:
-        by_topic.setdefault(p.topic, []).append(
-            build(
-                partition_type,
-                partition_index=p.partition,
-                committed_offset=p.offset,
-                committed_leader_epoch=p.leader_epoch,  # v5+
-                metadata=p.metadata,
-                error_code=p.error_code,
-            )
-        )
-    return tuple(build(topic_type, name=t, partitions=tuple(ps)) for t, ps in by_topic.items())
 
 
 def _described(schema: type[Any], group: DescribedGroup) -> Any:
@@ -539,13 +383,6 @@ def _described(schema: type[Any], group: DescribedGroup) -> Any:
         # v3+ may ask for them (include_authorized_operations): no authorizer computes them
         authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
     )
-
-
-def _instance_id(body: Any) -> str | None:
-    """A request's group instance id (KIP-345; JoinGroup v5+, SyncGroup, Heartbeat v3+,
-    OffsetCommit v7+): None for a dynamic member and in the versions without the field."""
-    instance: str | None = getattr(body, "group_instance_id", None)
-    return instance
 
 
 def _client_host(header: RequestHeader) -> str:

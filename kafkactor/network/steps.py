@@ -13,9 +13,10 @@ import datetime
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from kafkactor.messages import ErrorCode, ErrorResponse, Request, Response
+from kafkactor.network.codec import build
 
 __all__ = ["Admin", "Answer", "Ask", "Close", "NoAnswer", "Step"]
 
@@ -64,6 +65,29 @@ class Admin:
 
 
 Step = Answer | NoAnswer | Close | Ask | Admin
+R = TypeVar("R", bound=Response)
+
+
+def respond(schema: type[Any], **values: Any) -> Answer:
+    """An Answer of `schema` (throttle time 0 in the versions that have one)."""
+    return Answer(build(schema, throttle_time=NO_THROTTLE, **values))
+
+
+def ask_expecting(
+    address: str,
+    request: Request,
+    answered: type[R],
+    answer: Callable[[R | None, ErrorCode], Step],
+) -> Step:
+    """Ask the actor at `address`; `answer(its response, the code for what it omits)`, or
+    `answer(None, the failure's code)` when it answered something else (an ErrorResponse)."""
+
+    def then(response: Response) -> Step:
+        if isinstance(response, answered):
+            return answer(response, ErrorCode.UNKNOWN_SERVER_ERROR)
+        return answer(None, error_of(response))
+
+    return Ask(address, request, then)
 
 
 def millis(value: Any) -> int:
@@ -82,3 +106,10 @@ def error_of(response: Response) -> ErrorCode:
 
 def legal_topic_name(name: str) -> bool:
     return bool(TOPIC_NAME.fullmatch(name)) and name not in (".", "..")
+
+
+def group_instance_id(body: Any) -> str | None:
+    """A request's group instance id (KIP-345; JoinGroup v5+, SyncGroup, Heartbeat v3+,
+    OffsetCommit v7+): None for a dynamic member and in the versions without the field."""
+    instance: str | None = getattr(body, "group_instance_id", None)
+    return instance
