@@ -310,23 +310,26 @@ class GroupCoordinatorActor(TracedActor):
         """The window opens: the partition's groups answer COORDINATOR_LOAD_IN_PROGRESS until
         `_on_elected` has read the partition back (the replica manager says so once the
         partition has become leader and its log is final)."""
+        self._begin_loading(event)
+
+    def _begin_loading(self, event: OffsetsPartitionLoading | OffsetsPartitionElected) -> bool:
+        """Mark the partition loading unless the event is older than the last leadership heard
+        of, or the partition is already served (a newer epoch of the same leadership); True
+        when it was marked."""
         partition = event.partition
         if event.leader_epoch < self._epochs.get(partition, -1):
-            return  # an older decision arrived late
+            return False  # an older decision arrived late
         self._epochs[partition] = event.leader_epoch
         if partition in self.core.owned_partitions:
-            return  # still ours (a newer epoch of the same leadership)
+            return False  # still ours (a newer epoch of the same leadership)
         self.core.begin_loading(partition)
+        return True
 
     @handles(OffsetsPartitionElected)
     def _on_elected(self, event: OffsetsPartitionElected) -> None:
+        if not self._begin_loading(event):
+            return
         partition = event.partition
-        if event.leader_epoch < self._epochs.get(partition, -1):
-            return  # an older decision arrived late
-        self._epochs[partition] = event.leader_epoch
-        if partition in self.core.owned_partitions:
-            return  # still ours (a newer epoch of the same leadership)
-        self.core.begin_loading(partition)
         started = time.monotonic()
         log = self.logs.get(str(TopicPartition(topic=OFFSETS_TOPIC, partition=partition)))
         replay, error = load_partition(log)
