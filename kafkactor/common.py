@@ -122,6 +122,12 @@ class UnknownTopicError(ValueError):
     """No topic of that name exists (Kafka's UNKNOWN_TOPIC_OR_PARTITION)."""
 
 
+class InvalidReplicaAssignmentError(ValueError):
+    """A manual replica assignment Kafka refuses (INVALID_REPLICA_ASSIGNMENT): partition ids
+    not 0..n-1, an empty or duplicated replica list, unequal replica counts, or a broker that
+    is not registered."""
+
+
 VALUE_TYPES: tuple[type[object], ...] = (
     TopicPartition,
     LogOffsetMetadata,

@@ -2,7 +2,9 @@
 
 A broker process has no in-process `Cluster` to create topics for it: CreateTopics, automatic
 creation and `__consumer_offsets` write the assignment and config znodes, as Kafka's brokers
-did, and the controller (in whichever process) elects the leaders. Waiting is done on
+did, and the controller (in whichever process) elects the leaders. An assignment is either
+generated (`assign_replicas`) or given by the caller, then checked as Kafka checks a manual one
+(`validate_replica_assignment`). Waiting is done on
 ZooKeeper's view too: a partition counts as led once its state znode names a live broker.
 """
 
@@ -11,16 +13,32 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from kafkactor.actors.controller import zk_data
-from kafkactor.common import TopicExistsError, UnknownTopicError
+from kafkactor.common import InvalidReplicaAssignmentError, TopicExistsError, UnknownTopicError
 from kafkactor.storage import LogConfig
 
-__all__ = ["AdminZkClient", "TopicAdminTimeoutError", "assign_replicas"]
+__all__ = [
+    "BOTH_SIZES_AND_ASSIGNMENTS",
+    "NOT_CONSECUTIVE",
+    "AdminZkClient",
+    "TopicAdminTimeoutError",
+    "assign_replicas",
+    "plan_assignment",
+    "validate_replica_assignment",
+]
+
+# Kafka's INVALID_REQUEST message for a CreateTopics topic with an assignment and a size too
+BOTH_SIZES_AND_ASSIGNMENTS = (
+    "Both numPartitions or replicationFactor and replicasAssignments were set. "
+    "Both cannot be used at the same time."
+)
+# Kafka's INVALID_REPLICA_ASSIGNMENT message for partition ids that are not 0..n-1
+NOT_CONSECUTIVE = "partitions should be a consecutive 0-based integer sequence"
 
 
 class TopicAdminTimeoutError(TimeoutError):
@@ -37,12 +55,78 @@ def assign_replicas(
     }
 
 
+def validate_replica_assignment(
+    assignments: Mapping[int, Sequence[int]], registered: Collection[int] | None
+) -> dict[int, tuple[int, ...]]:
+    """Kafka's checks of a manual replica assignment (AdminZkClient's validateTopicCreate and
+    validateReplicaAssignment, with CreatePartitions' unknown-broker check); returns it as
+    partition -> replicas in partition order. Raises `InvalidReplicaAssignmentError` with
+    Kafka's message for partition ids that are not 0..n-1, an empty replica list, a broker
+    twice in one list, lists of different lengths, or (unless `registered` is None) a broker
+    that is not registered. Kafka 2.8's CreateTopics leaves that last check to add-partitions
+    and creates a partition that stays offline; here it is refused."""
+    replicas = {int(p): tuple(int(b) for b in r) for p, r in sorted(assignments.items())}
+    if not replicas or list(replicas) != list(range(len(replicas))):
+        raise InvalidReplicaAssignmentError(NOT_CONSECUTIVE)
+    for partition, brokers in replicas.items():
+        if not brokers:
+            raise InvalidReplicaAssignmentError(
+                f"Cannot have replication factor of 0 for partition id {partition}."
+            )
+        if len(set(brokers)) != len(brokers):
+            raise InvalidReplicaAssignmentError(
+                "Duplicate brokers not allowed in replica assignment: "
+                f"{', '.join(map(str, brokers))} for partition id {partition}."
+            )
+    factor = len(replicas[0])
+    odd = {p: len(r) for p, r in replicas.items() if len(r) != factor}
+    if odd:
+        raise InvalidReplicaAssignmentError(
+            "Inconsistent replication factor between partitions, partition 0 has "
+            f"{factor} while partitions [{', '.join(map(str, odd))}] have replication "
+            f"factors [{', '.join(map(str, odd.values()))}], respectively."
+        )
+    if registered is not None:
+        unknown = sorted({b for r in replicas.values() for b in r} - set(registered))
+        if unknown:
+            raise InvalidReplicaAssignmentError(
+                f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}."
+            )
+    return replicas
+
+
+def plan_assignment(
+    registered: list[int],
+    partitions: int | None,
+    replication_factor: int | None,
+    assignments: Mapping[int, Sequence[int]] | None,
+) -> dict[int, tuple[int, ...]]:
+    """A new topic's assignment over the registered brokers: the caller's `assignments`,
+    checked (then `partitions` and `replication_factor` must be None), or `partitions`
+    (default 1) spread round-robin with `replication_factor` (default 1) replicas each.
+    Raises ValueError (`InvalidReplicaAssignmentError` for a bad manual assignment)."""
+    if assignments is not None:
+        if partitions is not None or replication_factor is not None:
+            raise ValueError(BOTH_SIZES_AND_ASSIGNMENTS)
+        return validate_replica_assignment(assignments, registered)
+    partitions = 1 if partitions is None else partitions
+    replication_factor = 1 if replication_factor is None else replication_factor
+    if partitions < 1:
+        raise ValueError(f"a topic needs at least one partition, got {partitions}")
+    if not 1 <= replication_factor <= len(registered):
+        raise ValueError(
+            f"replication factor {replication_factor} needs 1..{len(registered)} live brokers"
+        )
+    return assign_replicas(registered, partitions, replication_factor)
+
+
 class AdminZkClient:
     """Kafka's `AdminZkClient` over a ZooKeeper client (`zk()` gives the current one).
 
     `create_topic` writes `/config/topics/<t>` (Kafka-named overrides on top of the broker's
-    defaults `defaults`) and `/brokers/topics/<t>` (the assignment over the registered
-    brokers), then waits until every partition's state znode names a registered leader.
+    defaults `defaults`) and `/brokers/topics/<t>` (the caller's `assignments`, checked as
+    Kafka checks them, or one generated over the registered brokers), then waits until
+    every partition's state znode names a registered leader.
     `delete_topic` marks `/admin/delete_topics/<t>` and waits until the controller removed
     the topic's znodes (or, while a replica's broker is down, until no registered broker
     is waited for). Both raise `TopicAdminTimeoutError` after `timeout_s`; may block.
@@ -70,23 +154,22 @@ class AdminZkClient:
     def create_topic(
         self,
         name: str,
-        partitions: int,
-        replication_factor: int,
+        partitions: int | None,
+        replication_factor: int | None,
         config: Mapping[str, str],
+        *,
+        assignments: Mapping[int, Sequence[int]] | None = None,
     ) -> dict[int, tuple[int, ...]]:
-        if partitions < 1:
+        if partitions is not None and partitions < 1:
             raise ValueError(f"a topic needs at least one partition, got {partitions}")
         effective = zk_data.log_config_from(config, base=self.defaults)
         with self._lock:
             zk = self._zk()
-            live = self.registered_brokers()
-            if not 1 <= replication_factor <= len(live):
-                raise ValueError(
-                    f"replication factor {replication_factor} needs 1..{len(live)} live brokers"
-                )
-            if zk.exists(zk_data.topic_path(name)) is not None:
+            if zk.exists(zk_data.topic_path(name)) is not None:  # Kafka checks this first
                 raise TopicExistsError(f"topic {name!r} already exists")
-            assignment = assign_replicas(live, partitions, replication_factor)
+            assignment = plan_assignment(
+                self.registered_brokers(), partitions, replication_factor, assignments
+            )
             config_path = zk_data.topic_config_path(name)
             config_data = zk_data.encode_topic_config(effective)
             if zk.exists(config_path) is None:
