@@ -10,7 +10,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from types import TracebackType
@@ -22,7 +22,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from kafkactor import zk_model
 from kafkactor.actors.broker import Broker, BrokerConfig
 from kafkactor.actors.controller import zk_data
-from kafkactor.actors.controller.admin_zk import assign_replicas
+from kafkactor.actors.controller.admin_zk import plan_assignment
 from kafkactor.actors.runtime import Client, Directory, addresses
 from kafkactor.clients import Consumer, Producer
 from kafkactor.common import (
@@ -311,6 +311,10 @@ class Cluster:
                 )
             pause.wait(0.01)
 
+    def registered_brokers(self) -> list[int]:
+        """The brokers an assignment may name: registered in ZooKeeper, or else the live ones."""
+        return self._registered_brokers() if self._zk is not None else self.live_brokers()
+
     def _registered_brokers(self) -> list[int]:
         try:
             children = self._zk.get_children(zk_data.BROKER_IDS)
@@ -416,11 +420,18 @@ class Cluster:
     def create_topic(
         self,
         name: str,
-        partitions: int = 1,
-        replication_factor: int = 1,
+        partitions: int | None = None,
+        replication_factor: int | None = None,
         config: LogConfig | Mapping[str, str] | None = None,
+        *,
+        assignments: Mapping[int, Sequence[int]] | None = None,
     ) -> dict[int, tuple[int, ...]]:
         """Create a topic; returns its replica assignment (partition -> broker ids).
+
+        The assignment is `assignments` (`{0: (2, 3), 1: (3, 1)}`: the first replica is the
+        preferred leader), checked as Kafka checks a manual one (`InvalidReplicaAssignmentError`;
+        `partitions` and `replication_factor` are then left out), or else `partitions`
+        (default 1) spread over the brokers with `replication_factor` (default 1) replicas.
 
         `config` is a LogConfig or Kafka's topic config names (`{"min.insync.replicas": "2"}`;
         an unknown key is an error) over the brokers' topic-config defaults (`log.*`,
@@ -433,27 +444,26 @@ class Cluster:
             raise ValueError(f"illegal topic name {name!r}: use [a-zA-Z0-9._-], 1-249 chars")
         if any(topic == name for topic, _ in self.partition_states):
             raise TopicExistsError(f"topic {name!r} already exists")
-        if partitions < 1:
+        if partitions is not None and partitions < 1:
             raise ValueError(f"a topic needs at least one partition, got {partitions}")
         if isinstance(config, Mapping):  # Kafka's names, over the brokers' defaults (log.*)
             defaults = self.config.log_manager.default_log_config
             config = zk_data.log_config_from(config, base=defaults)
         with self._admin_lock:  # brokers create topics too (CreateTopics, auto-creation)
-            return self._create_topic(name, partitions, replication_factor, config)
+            if self._zk is not None and self._zk.exists(zk_data.topic_path(name)) is not None:
+                raise TopicExistsError(f"topic {name!r} already exists")
+            assignment = plan_assignment(
+                self.registered_brokers(), partitions, replication_factor, assignments
+            )
+            return self._create_topic(name, assignment, config)
 
     def _create_topic(
-        self, name: str, partitions: int, replication_factor: int, config: LogConfig | None
+        self, name: str, assignment: dict[int, tuple[int, ...]], config: LogConfig | None
     ) -> dict[int, tuple[int, ...]]:
         if self._zk is not None:
-            return self._create_topic_in_zookeeper(name, partitions, replication_factor, config)
-        live = self.live_brokers()
-        if not 1 <= replication_factor <= len(live):
-            raise ValueError(
-                f"replication factor {replication_factor} needs 1..{len(live)} live brokers"
-            )
+            return self._create_topic_in_zookeeper(name, assignment, config)
         if config is not None:
             self.topic_configs[name] = config
-        assignment = assign_replicas(live, partitions, replication_factor)
         states = []
         for p, replicas in assignment.items():
             state = PartitionLeaderState(
@@ -473,18 +483,10 @@ class Cluster:
         return assignment
 
     def _create_topic_in_zookeeper(
-        self, name: str, partitions: int, replication_factor: int, config: LogConfig | None
+        self, name: str, assignment: dict[int, tuple[int, ...]], config: LogConfig | None
     ) -> dict[int, tuple[int, ...]]:
-        live = self._registered_brokers()
-        if not 1 <= replication_factor <= len(live):
-            raise ValueError(
-                f"replication factor {replication_factor} needs 1..{len(live)} live brokers"
-            )
-        if self._zk.exists(zk_data.topic_path(name)) is not None:
-            raise TopicExistsError(f"topic {name!r} already exists")
         effective = config if config is not None else self.config.log_manager.default_log_config
         self.topic_configs[name] = effective
-        assignment = assign_replicas(live, partitions, replication_factor)
         config_path = zk_data.topic_config_path(name)
         config_data = zk_data.encode_topic_config(effective)
         if self._zk.exists(config_path) is None:
