@@ -8,8 +8,18 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kafkactor.actors.controller import zk_data
+from kafkactor.actors.controller.admin_zk import (
+    BOTH_SIZES_AND_ASSIGNMENTS,
+    NOT_CONSECUTIVE,
+    validate_replica_assignment,
+)
 from kafkactor.actors.runtime import addresses
-from kafkactor.common import BrokerEndpoint, TopicExistsError, UnknownTopicError
+from kafkactor.common import (
+    BrokerEndpoint,
+    InvalidReplicaAssignmentError,
+    TopicExistsError,
+    UnknownTopicError,
+)
 from kafkactor.messages import ErrorCode, ErrorResponse, Response
 from kafkactor.messages.replication import MetadataRequest, MetadataResponse, TopicMetadata
 from kafkactor.network.api_versions import ApiKey
@@ -30,11 +40,23 @@ __all__ = ["AdminApis", "KafkaApisConfig", "ProducerIdSource", "TopicAdmin"]
 class TopicAdmin(Protocol):
     """Creates topics the way this cluster does (through ZooKeeper and its controller, or the
     in-process Cluster's own assignment); may block. Raises `TopicExistsError` for a topic
-    that exists and ValueError for a bad request (replication factor, unknown config)."""
+    that exists, `InvalidReplicaAssignmentError` for a manual assignment Kafka refuses and
+    ValueError for another bad request (replication factor, unknown config)."""
 
     def create_topic(
-        self, name: str, partitions: int, replication_factor: int, config: Mapping[str, str]
-    ) -> Any: ...
+        self,
+        name: str,
+        partitions: int | None,
+        replication_factor: int | None,
+        config: Mapping[str, str],
+        *,
+        assignments: Mapping[int, Sequence[int]] | None = None,
+    ) -> Any:
+        """Create a topic with `assignments` (partition -> replicas, the first the preferred
+        leader; `partitions` and `replication_factor` then None) or a generated assignment."""
+
+    def registered_brokers(self) -> list[int]:
+        """The brokers registered in ZooKeeper: those a manual assignment may name."""
 
     def delete_topic(self, name: str) -> None:
         """Delete a topic; raises `UnknownTopicError` for a topic that does not exist."""
@@ -278,13 +300,13 @@ class AdminApis:
                     f"illegal topic name {topic.name!r}",
                 ),
                 (
-                    bool(topic.assignments),
+                    bool(topic.assignments) and (partitions != -1 or factor != -1),
                     ErrorCode.INVALID_REQUEST,
-                    "manual replica assignment is not supported",
+                    BOTH_SIZES_AND_ASSIGNMENTS,
                 ),
                 (partitions < 1 and partitions != -1, ErrorCode.INVALID_PARTITIONS, "partitions<1"),
                 (
-                    partitions > self.config.max_partitions_per_topic,
+                    max(partitions, len(topic.assignments)) > self.config.max_partitions_per_topic,
                     ErrorCode.INVALID_PARTITIONS,
                     f"more than {self.config.max_partitions_per_topic} partitions",
                 ),
@@ -303,19 +325,30 @@ class AdminApis:
         def create() -> dict[str, tuple[ErrorCode, str]]:
             outcomes: dict[str, tuple[ErrorCode, str]] = {}
             for topic in requested:
-                if checked[topic.name] is not None or body.validate_only or admin is None:
+                if checked[topic.name] is not None or admin is None:
                     continue
                 partitions = int(topic.num_partitions)
                 factor = int(topic.replication_factor)
                 try:
+                    assignments = _assignments(topic.assignments)
+                    if body.validate_only:  # Kafka checks a manual assignment here too
+                        if assignments is not None:
+                            validate_replica_assignment(assignments, admin.registered_brokers())
+                        continue
+                    if assignments is None:  # Kafka's defaults for -1 (num.partitions, ...)
+                        partitions = partitions if partitions > 0 else self.config.num_partitions
+                        factor = factor if factor > 0 else self.config.default_replication_factor
                     admin.create_topic(
                         topic.name,
-                        partitions if partitions > 0 else self.config.num_partitions,
-                        factor if factor > 0 else self.config.default_replication_factor,
+                        partitions if assignments is None else None,
+                        factor if assignments is None else None,
                         {c.name: c.value for c in topic.configs if c.value is not None},
+                        assignments=assignments,
                     )
                 except TopicExistsError as error:
                     outcomes[topic.name] = (ErrorCode.TOPIC_ALREADY_EXISTS, str(error))
+                except InvalidReplicaAssignmentError as error:
+                    outcomes[topic.name] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(error))
                 except ValueError as error:
                     code = (
                         ErrorCode.INVALID_REPLICATION_FACTOR
@@ -408,6 +441,18 @@ def _config_refusal(configs: Sequence[Any]) -> tuple[ErrorCode, str] | None:
     except ValueError as error:  # UnknownTopicConfigError and TopicConfigError among them
         return ErrorCode.INVALID_CONFIG, str(error)
     return None
+
+
+def _assignments(entries: Sequence[Any]) -> dict[int, tuple[int, ...]] | None:
+    """A CreateTopics topic's manual assignment (CreatableReplicaAssignment entries) as
+    partition -> replicas, None when it has none; a partition named twice is refused as
+    Kafka refuses ids that are not 0..n-1."""
+    if not entries:
+        return None
+    assignments = {int(e.partition_index): tuple(int(b) for b in e.broker_ids) for e in entries}
+    if len(assignments) != len(entries):
+        raise InvalidReplicaAssignmentError(NOT_CONSECUTIVE)
+    return assignments
 
 
 def _controller_for_clients(controller_id: int, endpoints: Sequence[BrokerEndpoint]) -> int:

@@ -7,7 +7,7 @@ the continuation; the response is encoded and read back with kio, as a client re
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -114,15 +114,24 @@ class FakeAdmin:
     """A TopicAdmin that records the topics it is asked to create, and may refuse."""
 
     refuse: Exception | None = None
-    created: list[tuple[str, int, int, dict[str, str]]] = field(default_factory=list)
+    created: list[tuple[str, int | None, int | None, dict[str, str]]] = field(default_factory=list)
 
     def create_topic(
-        self, name: str, partitions: int, replication_factor: int, config: Mapping[str, str]
+        self,
+        name: str,
+        partitions: int | None,
+        replication_factor: int | None,
+        config: Mapping[str, str],
+        *,
+        assignments: Mapping[int, Sequence[int]] | None = None,
     ) -> Any:
         self.created.append((name, partitions, replication_factor, dict(config)))
         if self.refuse is not None:
             raise self.refuse
         return None
+
+    def registered_brokers(self) -> list[int]:
+        return [1, 2, 3]
 
     def delete_topic(self, name: str) -> None:
         raise AssertionError("the group APIs delete no topic")

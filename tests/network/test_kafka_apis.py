@@ -8,16 +8,18 @@ would read it, so a body built with a field its version lacks (or without one it
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import pytest
 
+from kafkactor.actors.controller.admin_zk import BOTH_SIZES_AND_ASSIGNMENTS, NOT_CONSECUTIVE
 from kafkactor.actors.runtime import addresses
 from kafkactor.common import (
     OFFSETS_TOPIC,
     BrokerEndpoint,
+    InvalidReplicaAssignmentError,
     TopicExistsError,
     TopicPartition,
     UnknownTopicError,
@@ -83,7 +85,7 @@ from kafkactor.messages.replication import (
     UpdateMetadataResponse,
 )
 from kafkactor.network.api_versions import SUPPORTED, ApiKey
-from kafkactor.network.codec import UNSUPPORTED_API_VERSIONS, encode_response
+from kafkactor.network.codec import UNSUPPORTED_API_VERSIONS, encode_response, nested
 from kafkactor.network.kafka_apis import (
     Admin,
     Answer,
@@ -125,16 +127,29 @@ class FakeAdmin:
     """A TopicAdmin that records what it is asked to create, and may refuse."""
 
     refuse: Exception | None = None
-    created: list[tuple[str, int, int, dict[str, str]]] = field(default_factory=list)
+    created: list[tuple[str, int | None, int | None, dict[str, str]]] = field(default_factory=list)
+    assigned: dict[str, dict[int, tuple[int, ...]]] = field(default_factory=dict)
     deleted: list[str] = field(default_factory=list)
+    brokers: list[int] = field(default_factory=lambda: [1, 2, 3])
 
     def create_topic(
-        self, name: str, partitions: int, replication_factor: int, config: Mapping[str, str]
+        self,
+        name: str,
+        partitions: int | None,
+        replication_factor: int | None,
+        config: Mapping[str, str],
+        *,
+        assignments: Mapping[int, Sequence[int]] | None = None,
     ) -> Any:
         if self.refuse is not None:
             raise self.refuse
         self.created.append((name, partitions, replication_factor, dict(config)))
+        if assignments is not None:
+            self.assigned[name] = {p: tuple(r) for p, r in assignments.items()}
         return None
+
+    def registered_brokers(self) -> list[int]:
+        return list(self.brokers)
 
     def delete_topic(self, name: str) -> None:
         if self.refuse is not None:
@@ -798,6 +813,10 @@ def test_create_topics_validate_only_creates_nothing() -> None:
             ErrorCode.INVALID_REPLICATION_FACTOR,
         ),
         (ValueError("unknown config 'x'"), ErrorCode.INVALID_CONFIG),
+        (
+            InvalidReplicaAssignmentError("Unknown broker(s) in replica assignment: 4."),
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        ),
         (RuntimeError("zookeeper is gone"), ErrorCode.UNKNOWN_SERVER_ERROR),
     ],
 )
@@ -811,6 +830,92 @@ def test_create_topics_maps_the_admins_refusal_to_an_error_code(
     )
     assert response.topics[0].error_code == code
     assert response.topics[0].error_message == str(refusal)
+
+
+def _assigned_topic(
+    version: int,
+    name: str,
+    assignment: Sequence[tuple[int, Sequence[int]]],
+    *,
+    partitions: int = -1,
+    factor: int = -1,
+) -> Any:
+    """A CreateTopics topic with a manual assignment: (partition, brokers) entries."""
+    sample = sample_request(ApiKey.CREATE_TOPICS, version)
+    topic_type = type(sample.topics[0])
+    assignment_type = nested(type(sample), "CreatableReplicaAssignment")
+    return topic_type(
+        name=name,
+        num_partitions=partitions,
+        replication_factor=factor,
+        assignments=tuple(
+            assignment_type(partition_index=p, broker_ids=tuple(brokers))
+            for p, brokers in assignment
+        ),
+        configs=(),
+    )
+
+
+def _create_assigned(admin: FakeAdmin, *topics: Any, validate_only: bool = False) -> Any:
+    sample = sample_request(ApiKey.CREATE_TOPICS, 4)
+    body = type(sample)(
+        topics=topics, timeout=datetime.timedelta(seconds=5), validate_only=validate_only
+    )
+    step = handle(apis(admin=admin), ApiKey.CREATE_TOPICS, 4, body)
+    return answer(run_admin(step), ApiKey.CREATE_TOPICS, 4)
+
+
+def test_create_topics_hands_a_manual_assignment_to_the_admin_without_sizes() -> None:
+    admin = FakeAdmin()
+    response = _create_assigned(admin, _assigned_topic(4, "manual", [(0, [2, 3]), (1, [3, 1])]))
+    assert [(t.error_code, t.error_message) for t in response.topics] == [(ErrorCode.NONE, None)]
+    assert admin.created == [("manual", None, None, {})]
+    assert admin.assigned == {"manual": {0: (2, 3), 1: (3, 1)}}
+
+
+def test_create_topics_with_an_assignment_and_a_size_is_invalid_request() -> None:
+    admin = FakeAdmin()
+    response = _create_assigned(
+        admin,
+        _assigned_topic(4, "sized", [(0, [1])], partitions=1),
+        _assigned_topic(4, "factored", [(0, [1])], factor=1),
+    )
+    assert [(t.name, t.error_code, t.error_message) for t in response.topics] == [
+        ("sized", ErrorCode.INVALID_REQUEST, BOTH_SIZES_AND_ASSIGNMENTS),
+        ("factored", ErrorCode.INVALID_REQUEST, BOTH_SIZES_AND_ASSIGNMENTS),
+    ]
+    assert admin.created == []
+
+
+def test_create_topics_validate_only_checks_a_manual_assignment_against_the_brokers() -> None:
+    admin = FakeAdmin(brokers=[1, 2])
+    response = _create_assigned(
+        admin,
+        _assigned_topic(4, "good", [(0, [2, 1])]),
+        _assigned_topic(4, "unknown", [(0, [2, 3])]),
+        _assigned_topic(4, "twice", [(0, [1]), (0, [2])]),
+        _assigned_topic(4, "gap", [(0, [1]), (2, [2])]),
+        validate_only=True,
+    )
+    assert [(t.name, t.error_code, t.error_message) for t in response.topics] == [
+        ("good", ErrorCode.NONE, None),
+        (
+            "unknown",
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            "Unknown broker(s) in replica assignment: 3.",
+        ),
+        ("twice", ErrorCode.INVALID_REPLICA_ASSIGNMENT, NOT_CONSECUTIVE),
+        ("gap", ErrorCode.INVALID_REPLICA_ASSIGNMENT, NOT_CONSECUTIVE),
+    ]
+    assert admin.created == []
+
+
+def test_create_topics_refuses_an_assignment_over_the_partition_limit() -> None:
+    admin = FakeAdmin()
+    too_many = [(p, [1]) for p in range(10_001)]
+    response = _create_assigned(admin, _assigned_topic(4, "huge", too_many))
+    assert response.topics[0].error_code == ErrorCode.INVALID_PARTITIONS
+    assert admin.created == []
 
 
 # -- every served API and version ----------------------------------------------------------------
