@@ -5,15 +5,16 @@ with in other processes, and a broker that restarts opens its logs with them."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from typing import Any
 
 from kazoo.exceptions import NoNodeError
 
 from kafkactor.actors.controller import zk_data
 from kafkactor.storage import LogConfig
+from kafkactor.storage.topic_config import TOPIC_CONFIGS, format_topic_config
 
-__all__ = ["ZkTopicConfigs"]
+__all__ = ["MappingTopicConfigRepository", "ZkTopicConfigRepository", "ZkTopicConfigs"]
 
 
 class ZkTopicConfigs(MutableMapping[str, LogConfig]):
@@ -57,3 +58,37 @@ class ZkTopicConfigs(MutableMapping[str, LogConfig]):
     def __len__(self) -> int:
         with self._lock:
             return len(self._configs)
+
+
+class ZkTopicConfigRepository:
+    """Kafka's `ConfigRepository.topicConfig` in ZooKeeper mode: a topic's overrides read
+    from `/config/topics/<topic>` each time ({} without the znode). Blocks on ZooKeeper."""
+
+    def __init__(self, zk: Callable[[], Any]) -> None:
+        self._zk = zk
+
+    def topic_config(self, topic: str) -> dict[str, str]:
+        try:
+            data, _ = self._zk().get(zk_data.topic_config_path(topic))
+        except NoNodeError:
+            return {}
+        return zk_data.decode_topic_config_overrides(topic, data)
+
+
+class MappingTopicConfigRepository:
+    """A topic's overrides where no ZooKeeper holds them (the in-process cluster without
+    one): the settings of its LogConfig that differ from the broker's `defaults`."""
+
+    def __init__(self, configs: Mapping[str, LogConfig], defaults: LogConfig) -> None:
+        self._configs = configs
+        self._defaults = defaults
+
+    def topic_config(self, topic: str) -> dict[str, str]:
+        config = self._configs.get(topic)
+        if config is None:
+            return {}
+        return {
+            name: format_topic_config(name, getattr(config, key.field))
+            for name, key in TOPIC_CONFIGS.items()
+            if getattr(config, key.field) not in (None, getattr(self._defaults, key.field))
+        }

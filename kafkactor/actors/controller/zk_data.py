@@ -291,12 +291,18 @@ def encode_topic_config(config: LogConfig) -> bytes:
     return _dump({"version": 1, "config": topic_config_overrides(config)})
 
 
-def decode_topic_config(topic: str, data: bytes, base: LogConfig | None = None) -> LogConfig:
-    """A topic's config: its overrides on top of `base` (the broker's defaults)."""
+def decode_topic_config_overrides(topic: str, data: bytes) -> dict[str, str]:
+    """A topic's overrides as its znode holds them (Kafka's names, every value a string)."""
     path = topic_config_path(topic)
     body = _object(path, _load(path, data))
     overrides = _object(path, body.get("config", {}))
+    return {str(k): str(v) for k, v in overrides.items()}
+
+
+def decode_topic_config(topic: str, data: bytes, base: LogConfig | None = None) -> LogConfig:
+    """A topic's config: its overrides on top of `base` (the broker's defaults)."""
+    overrides = decode_topic_config_overrides(topic, data)
     try:
-        return log_config_from({str(k): str(v) for k, v in overrides.items()}, base=base)
+        return log_config_from(overrides, base=base)
     except (UnknownTopicConfigError, ValueError) as error:
-        raise MalformedZnodeError(path, str(error)) from None
+        raise MalformedZnodeError(topic_config_path(topic), str(error)) from None
