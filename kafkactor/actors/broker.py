@@ -13,6 +13,10 @@ import pykka
 from kazoo.exceptions import NoNodeError
 
 from kafkactor.actors.controller import ControllerActor, ZooKeeperSession, zk_data
+from kafkactor.actors.controller.topic_configs import (
+    MappingTopicConfigRepository,
+    ZkTopicConfigRepository,
+)
 from kafkactor.actors.controller.zk_data import BrokerRegistration
 from kafkactor.actors.coordinator.coordinator_actor import GroupCoordinatorActor
 from kafkactor.actors.coordinator.results import GroupConfig
@@ -32,6 +36,7 @@ from kafkactor.messages.controller import (
     ZooKeeperSessionLost,
     ZooKeeperSessionStarted,
 )
+from kafkactor.network.config_apis import BrokerProperties, TopicConfigRepository
 from kafkactor.network.kafka_apis import KafkaApis, KafkaApisConfig, ProducerIdSource, TopicAdmin
 from kafkactor.network.kafka_apis_actor import KafkaApisActor
 from kafkactor.network.socket_server import SocketServer, SocketServerConfig
@@ -57,6 +62,10 @@ class BrokerConfig:
     fetch_purgatory_purge_interval: int = 1000  # fetch.purgatory.purge.interval.requests
     apis: KafkaApisConfig = field(default_factory=KafkaApisConfig)
     group: GroupConfig = field(default_factory=GroupConfig)  # the group coordinator's settings
+    # the broker's static properties as DescribeConfigs lists them (set by the properties
+    # reader, kafkactor.server.KafkaConfig / SharedBrokerConfig); None: the topic-config
+    # defaults only, and no broker properties to list
+    properties: BrokerProperties | None = field(default=None, compare=False)
 
 
 class Broker:
@@ -271,6 +280,9 @@ class Broker:
             admin=self.admin,
             producer_ids=producer_ids,
             group=self.config.group,
+            properties=self.config.properties
+            or BrokerProperties(log_config=self.config.log_manager.default_log_config),
+            topic_configs=self._topic_config_repository(),
         )
         ref = KafkaApisActor.start(
             addresses.kafka_apis(broker),
@@ -285,6 +297,16 @@ class Broker:
         server = SocketServer(broker, self.directory, self.listener, clock=self.clock).start()
         self.socket_server = server
         self.listener = replace(self.listener, host=server.host, port=server.port)
+
+    def _topic_config_repository(self) -> TopicConfigRepository:
+        """Where DescribeConfigs reads a topic's overrides: `/config/topics/<t>` with
+        ZooKeeper, else the topic configs of this process (what differs from the defaults)."""
+        session = self.zookeeper
+        if session is not None:
+            return ZkTopicConfigRepository(lambda: session.client)
+        return MappingTopicConfigRepository(
+            self.topic_configs, self.config.log_manager.default_log_config
+        )
 
     def _stop_actors(self) -> None:
         if self.socket_server is not None:  # no more requests: clients see the broker go

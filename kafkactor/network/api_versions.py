@@ -32,6 +32,7 @@ class ApiKey(enum.IntEnum):
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
     DELETE_GROUPS = 42
 
 
@@ -68,6 +69,8 @@ SUPPORTED: Final[dict[ApiKey, tuple[int, int]]] = {
     ApiKey.DELETE_TOPICS: (1, 3),
     ApiKey.INIT_PRODUCER_ID: (0, 1),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 3),
+    # v0, removed in Kafka 4 (KIP-896) and absent from kio, through a transcribed entity
+    ApiKey.DESCRIBE_CONFIGS: (0, 2),
     ApiKey.DELETE_GROUPS: (0, 2),
 }
 

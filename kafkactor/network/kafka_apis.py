@@ -39,6 +39,7 @@ from kafkactor.messages.replication import (
 from kafkactor.network.admin_apis import AdminApis, KafkaApisConfig, ProducerIdSource, TopicAdmin
 from kafkactor.network.api_versions import SUPPORTED, ApiKey
 from kafkactor.network.codec import UnsupportedApiVersions, build, nested, response_type
+from kafkactor.network.config_apis import BrokerProperties, ConfigApis, TopicConfigRepository
 from kafkactor.network.group_apis import GroupApis
 from kafkactor.network.inter_broker_apis import InterBrokerApis
 from kafkactor.network.partition_answers import (
@@ -93,7 +94,8 @@ class KafkaApis:
     Produce, Fetch, ListOffsets, Metadata and OffsetForLeaderEpoch go to the broker's replica
     manager as the messages the in-process clients send; ApiVersions is answered here;
     CreateTopics and auto-creation go through the `TopicAdmin`; InitProducerId through the
-    `ProducerIdSource`; the consumer-group APIs to the broker's group coordinator (`GroupApis`).
+    `ProducerIdSource`; the consumer-group APIs to the broker's group coordinator (`GroupApis`);
+    DescribeConfigs to `ConfigApis`, with the broker's `properties` and its `topic_configs`.
     """
 
     def __init__(
@@ -104,6 +106,8 @@ class KafkaApis:
         admin: TopicAdmin | None = None,
         producer_ids: ProducerIdSource | None = None,
         group: GroupConfig | None = None,
+        properties: BrokerProperties | None = None,
+        topic_configs: TopicConfigRepository | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.config = config if config is not None else KafkaApisConfig()
@@ -113,6 +117,7 @@ class KafkaApis:
             broker_id, self.config, group if group is not None else GroupConfig(), admin=admin
         )
         self.inter_broker_apis = InterBrokerApis(broker_id)
+        self.config_apis = ConfigApis(broker_id, properties, topic_configs)
 
     def handle(self, header: RequestHeader, body: Any) -> Step:
         api = header.api_key
@@ -375,6 +380,9 @@ class KafkaApis:
     def _init_producer_id(self, header: RequestHeader, body: Any) -> Step:
         return self.admin_apis.init_producer_id(header.api_version, body)
 
+    def _describe_configs(self, header: RequestHeader, body: Any) -> Step:
+        return self.config_apis.describe_configs(header.api_version, body)
+
     _handlers: Final[dict[int, Handler]] = {
         ApiKey.API_VERSIONS: _api_versions,
         ApiKey.METADATA: _metadata,
@@ -385,6 +393,7 @@ class KafkaApis:
         ApiKey.INIT_PRODUCER_ID: _init_producer_id,
         ApiKey.CREATE_TOPICS: _create_topics,
         ApiKey.DELETE_TOPICS: _delete_topics,
+        ApiKey.DESCRIBE_CONFIGS: _describe_configs,
         ApiKey.FIND_COORDINATOR: _group(GroupApis.find_coordinator),
         ApiKey.JOIN_GROUP: _group(GroupApis.join_group),
         ApiKey.SYNC_GROUP: _group(GroupApis.sync_group),

@@ -1,10 +1,11 @@
 """The request and response entities of API versions Kafka 4.0 removed (KIP-896) and kio lacks.
 
-kio generates its entities from Kafka 4's message definitions, which dropped OffsetCommit v0-1
-and OffsetFetch v0. Clients of Kafka 0.8.2 and 0.9 still speak them, so the broker serves them
-from entities transcribed here, field by field, from Kafka 3.9's
+kio generates its entities from Kafka 4's message definitions, which dropped OffsetCommit v0-1,
+OffsetFetch v0 and DescribeConfigs v0. Older clients still speak them, so the broker serves
+them from entities transcribed here, field by field, from Kafka 3.9's
 `clients/src/main/resources/common/message/OffsetCommitRequest.json`,
-`OffsetCommitResponse.json`, `OffsetFetchRequest.json` and `OffsetFetchResponse.json`: only the
+`OffsetCommitResponse.json`, `OffsetFetchRequest.json`, `OffsetFetchResponse.json`,
+`DescribeConfigsRequest.json` and `DescribeConfigsResponse.json`: only the
 fields those versions hold, named as kio names them in the later versions. The entities are made
 by `kafkactor.network.transcribed` (kio's `entity_reader` / `entity_writer` do every byte), and
 each version's classes live in a namespace module, so `codec.nested(schema, name)` finds them.
@@ -131,6 +132,59 @@ _OFFSET_FETCH_RESPONSE: Final = (
     ),
 )
 
+# -- DescribeConfigs (api key 32): v0 --------------------------------------------------------------
+
+_DESCRIBE_CONFIGS_VERSIONS: Final = range(1)
+
+_DESCRIBE_CONFIGS_REQUEST: Final = (
+    Field(
+        "resources",
+        "[]DescribeConfigsResource",
+        0,
+        nested=(
+            "DescribeConfigsResource",
+            (
+                Field("resource_type", "int8", 0),
+                Field("resource_name", "string", 0),
+                Field("configuration_keys", "[]string", 0, nullable=True),
+            ),
+        ),
+    ),
+)
+
+_DESCRIBE_CONFIGS_RESPONSE: Final = (
+    Field("throttle_time", "int32", 0),
+    Field(
+        "results",
+        "[]DescribeConfigsResult",
+        0,
+        nested=(
+            "DescribeConfigsResult",
+            (
+                Field("error_code", "int16", 0),
+                Field("error_message", "string", 0, nullable=True),
+                Field("resource_type", "int8", 0),
+                Field("resource_name", "string", 0),
+                Field(
+                    "configs",
+                    "[]DescribeConfigsResourceResult",
+                    0,
+                    nested=(
+                        "DescribeConfigsResourceResult",
+                        (
+                            Field("name", "string", 0),
+                            Field("value", "string", 0, nullable=True),
+                            Field("read_only", "bool", 0),
+                            Field("is_default", "bool", 0, last=0),
+                            Field("is_sensitive", "bool", 0),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
 #: (api key, the versions transcribed, kio's module stem, request fields, response fields)
 _TRANSCRIBED: Final = (
     (
@@ -146,6 +200,13 @@ _TRANSCRIBED: Final = (
         "offset_fetch",
         ("OffsetFetchRequest", _OFFSET_FETCH_REQUEST),
         ("OffsetFetchResponse", _OFFSET_FETCH_RESPONSE),
+    ),
+    (
+        ApiKey.DESCRIBE_CONFIGS,
+        _DESCRIBE_CONFIGS_VERSIONS,
+        "describe_configs",
+        ("DescribeConfigsRequest", _DESCRIBE_CONFIGS_REQUEST),
+        ("DescribeConfigsResponse", _DESCRIBE_CONFIGS_RESPONSE),
     ),
 )
 

@@ -21,6 +21,12 @@ import javaproperties
 
 from kafkactor.actors.broker import BrokerConfig
 from kafkactor.network.socket_server import SocketServerConfig
+from kafkactor.server.config_describe import (
+    MISSING,
+    describe_properties,
+    field_default,
+    nested_value,
+)
 from kafkactor.server.config_kinds import WILDCARD_HOSTS, EndPoint, Kind
 from kafkactor.server.config_properties import (
     ALIASES,
@@ -118,6 +124,19 @@ class KafkaConfig:
     connections_max_idle_ms: int = _SOCKET_DEFAULTS.connections_max_idle_ms
     broker: BrokerConfig = field(default_factory=BrokerConfig)
     ignored: tuple[str, ...] = field(default=(), compare=False)
+    # the settings and other names the properties gave, as given (trimmed): DescribeConfigs'
+    # STATIC_BROKER_CONFIG; equality does not compare them
+    given: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        # `broker.properties`: this configuration as DescribeConfigs lists it
+        described = describe_properties(
+            lambda path: nested_value(self, path),
+            lambda path: field_default(KafkaConfig, path),
+            dict(self.given),
+            self.broker,
+        )
+        object.__setattr__(self, "broker", dataclasses.replace(self.broker, properties=described))
 
     @property
     def log_config(self) -> LogConfig:
@@ -200,6 +219,19 @@ class SharedBrokerConfig:
     event_log: Path | None = None
     event_log_enable: bool | None = None
     ignored: tuple[str, ...] = field(default=(), compare=False)
+    given: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # as KafkaConfig's
+
+    def __post_init__(self) -> None:
+        def value_of(path: tuple[str, ...]) -> Any:
+            if path[0] in _SOCKET_LIMITS:
+                return getattr(self.socket_server, path[0])
+            found = nested_value(self, path)
+            return MISSING if found is None else found  # unset where the cluster lives
+
+        described = describe_properties(
+            value_of, lambda path: field_default(KafkaConfig, path), dict(self.given), self.broker
+        )
+        object.__setattr__(self, "broker", dataclasses.replace(self.broker, properties=described))
 
     @classmethod
     def read(
@@ -301,6 +333,7 @@ class _Reader:
         self.base = base if base is not None else BrokerConfig()
         self.lines: dict[str, int | None] = {}  # setting or alias -> the line it was set on
         self.sources: dict[str, str] = {}  # setting or alias -> where, when not `source`
+        self.given: dict[str, str] = {}  # setting or alias -> its text, trimmed
 
     def error(self, reason: str, setting: str | None = None) -> ConfigError:
         line = self.lines.get(setting) if setting is not None else None
@@ -326,7 +359,11 @@ class _Reader:
         limits = {(attr,): top.pop(attr) for attr in _SOCKET_LIMITS if attr in top}
         socket_server = self.replace(_SOCKET_DEFAULTS, (), limits) if limits else _SOCKET_DEFAULTS
         return SharedBrokerConfig(
-            broker=broker, socket_server=socket_server, **top, ignored=tuple(ignored)
+            broker=broker,
+            socket_server=socket_server,
+            **top,
+            ignored=tuple(ignored),
+            given=tuple(self.given.items()),
         )
 
     def check(self, entries: Iterable[_Entry]) -> tuple[dict[str, Any], list[str]]:
@@ -355,8 +392,10 @@ class _Reader:
                     ignored.append(key)
                 else:
                     chosen[key] = value
+                    self.given[key] = text.strip()
             elif key in ALIASES:
                 aliases[key] = self.parse(key, ALIASES[key].kind, text)
+                self.given[key] = text.strip()
             elif key in IGNORED:
                 ignored.append(key)
             else:
@@ -406,7 +445,7 @@ class _Reader:
         top.setdefault("zookeeper_connection_timeout_ms", session_ms)  # as Kafka resolves it
         log_dirs = top.setdefault("log_dirs", DEFAULT_LOG_DIRS)
         top.setdefault("event_log", log_dirs.parent / f"events-{top['broker_id']}.jsonl")
-        return KafkaConfig(**top, ignored=ignored)
+        return KafkaConfig(**top, ignored=ignored, given=tuple(self.given.items()))
 
     def replace(self, base: Any, prefix: tuple[str, ...], values: Mapping[Any, Any]) -> Any:
         """`base` with the values under `prefix` (paths from the outermost object), inner

@@ -1,6 +1,7 @@
-"""OffsetCommit v0-1 and OffsetFetch v0, which Kafka 4 removed (KIP-896) and kio lacks, checked
-against an independent encoder: kafka-python's hand-written protocol structs
-(`kafka.protocol.old.commit`, not derived from Kafka's JSON files nor from kio).
+"""OffsetCommit v0-1, OffsetFetch v0 and DescribeConfigs v0, which Kafka 4 removed (KIP-896)
+and kio lacks, checked against an independent encoder: kafka-python's hand-written protocol
+structs (`kafka.protocol.old.commit` and `.admin`, not derived from Kafka's JSON files nor from
+kio).
 
 A request kafka-python encodes is decoded by kafkactor's codec (through the entities transcribed
 in `kafkactor.network.removed_versions`) and handled by KafkaApis; a response kafkactor's codec
@@ -14,6 +15,7 @@ import io
 from typing import Any
 
 import pytest
+from kafka.protocol.old.admin import DescribeConfigsRequest_v0, DescribeConfigsResponse_v0
 from kafka.protocol.old.api import RequestHeader as KafkaPythonRequestHeader
 from kafka.protocol.old.api import ResponseHeader as KafkaPythonResponseHeader
 from kafka.protocol.old.commit import (
@@ -66,6 +68,7 @@ KAFKA_PYTHON: dict[tuple[ApiKey, int], tuple[Any, Any]] = {
     (ApiKey.OFFSET_COMMIT, 0): (OffsetCommitRequest_v0, OffsetCommitResponse_v0),
     (ApiKey.OFFSET_COMMIT, 1): (OffsetCommitRequest_v1, OffsetCommitResponse_v1),
     (ApiKey.OFFSET_FETCH, 0): (OffsetFetchRequest_v0, OffsetFetchResponse_v0),
+    (ApiKey.DESCRIBE_CONFIGS, 0): (DescribeConfigsRequest_v0, DescribeConfigsResponse_v0),
 }
 TRANSCRIBED = sorted(KAFKA_PYTHON)
 
@@ -132,7 +135,10 @@ def test_transcribed_entities_look_like_kios_next_version(api: ApiKey, version: 
         assert mine.__version__ == version
         assert mine.__header_schema__ is kios.__header_schema__
         names = {f.name for f in dataclasses.fields(mine)}
-        expected = {f.name for f in dataclasses.fields(kios)} - {"retention_time"}
+        expected = {f.name for f in dataclasses.fields(kios)} - {
+            "retention_time",
+            "include_synonyms",
+        }
         if version == 0:
             expected -= {"generation_id_or_member_epoch", "member_id"}
         assert names == expected
@@ -329,4 +335,38 @@ def test_offset_fetch_v0_response_read_by_kafka_python() -> None:
     )
     assert read.topics == [
         ("a", [(4, 2**40, None, 0), (5, -1, "", ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)])
+    ]
+
+
+# -- DescribeConfigs v0 ---------------------------------------------------------------------------
+
+
+def test_describe_configs_v0_from_kafka_python_is_answered_with_is_default() -> None:
+    frame = kafka_python_frame(
+        ApiKey.DESCRIBE_CONFIGS, 0, [(2, "events", ["retention.ms", "segment.bytes"])]
+    )
+    header, body = decode_request(frame)
+    (resource,) = body.resources
+    assert (resource.resource_type, resource.resource_name) == (2, "events")
+    assert resource.configuration_keys == ("retention.ms", "segment.bytes")
+    apis = KafkaApis(1)
+    step = apis.handle(header, body)
+    assert isinstance(step, Ask)
+    answered = step.then(MetadataResponse(topics=(TopicMetadata(topic="events"),)))
+    assert isinstance(answered, Answer)  # no repository: a topic without overrides
+    read = kafka_python_response(
+        ApiKey.DESCRIBE_CONFIGS, 0, encode_response(ApiKey.DESCRIBE_CONFIGS, 0, 21, answered.body)
+    )
+    assert read.throttle_time_ms == 0
+    assert read.results == [
+        (
+            0,
+            None,
+            2,
+            "events",
+            [
+                ("segment.bytes", "1073741824", False, True, False),  # LogConfig's order
+                ("retention.ms", "604800000", False, True, False),
+            ],
+        )
     ]

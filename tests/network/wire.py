@@ -288,6 +288,30 @@ def _init_producer_id_request(version: int) -> Any:
     return make(schema, transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60))
 
 
+def describe_configs_request(
+    version: int,
+    resources: Sequence[tuple[int, str, Sequence[str] | None]] = ((2, TOPIC, None),),
+    *,
+    include_synonyms: bool = False,
+) -> Any:
+    """DescribeConfigs of each (resource type, name, configuration keys or None for all)."""
+    schema = request_schema(ApiKey.DESCRIBE_CONFIGS, version)
+    resource = nested(schema, "DescribeConfigsResource")
+    return make(
+        schema,
+        resources=tuple(
+            make(
+                resource,
+                resource_type=kind,
+                resource_name=name,
+                configuration_keys=tuple(keys) if keys is not None else None,
+            )
+            for kind, name, keys in resources
+        ),
+        include_synonyms=include_synonyms,
+    )
+
+
 def find_coordinator_request(version: int, key: str = GROUP, key_type: int = 0) -> Any:
     schema = request_schema(ApiKey.FIND_COORDINATOR, version)
     return make(schema, key=key, key_type=key_type)
@@ -433,6 +457,7 @@ _SAMPLES: Final[dict[ApiKey, Callable[[int], Any]]] = {
     ApiKey.DESCRIBE_GROUPS: describe_groups_request,
     ApiKey.LIST_GROUPS: list_groups_request,
     ApiKey.DELETE_GROUPS: delete_groups_request,
+    ApiKey.DESCRIBE_CONFIGS: describe_configs_request,
     **{api: functools.partial(_filled_request, api) for api in INTER_BROKER_APIS},
 }
 

@@ -638,4 +638,4 @@ def test_shared_properties_are_set_on_a_base_config() -> None:
     base = dataclasses.replace(BrokerConfig(), timer_tick_ms=5)
     shared = SharedBrokerConfig.from_properties({"num.partitions": "3"}, base=base)
     assert (shared.broker.timer_tick_ms, shared.broker.apis.num_partitions) == (5, 3)
-    assert SharedBrokerConfig.from_properties({}, base=base).broker is base
+    assert SharedBrokerConfig.from_properties({}, base=base).broker == base
