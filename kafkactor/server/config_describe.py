@@ -18,7 +18,7 @@ from kafkactor.actors.broker import BrokerConfig
 from kafkactor.network.config_apis import BrokerProperties, BrokerProperty
 from kafkactor.server.config_properties import ALIASES, SETTINGS
 
-__all__ = ["describe_properties"]
+__all__ = ["MISSING", "SENSITIVE", "describe_properties", "field_default", "nested_value"]
 
 # Kafka 2.8's defaults of the other names (KafkaConfig's ConfigDef); log.retention.minutes has
 # none. The `.ms` names they stand for have none in Kafka either: DescribeConfigs lists a
@@ -93,6 +93,7 @@ def describe_properties(
 
 
 MISSING: Final = object()
+_DEFAULT_BROKER: Final = BrokerConfig()
 
 
 def _format(format_value: Callable[[Any], str], value: Any) -> str | None:
@@ -111,7 +112,7 @@ def nested_value(obj: Any, path: tuple[str, ...]) -> Any:
 def field_default(cls: type[Any], path: tuple[str, ...]) -> Any:
     """The default of the setting at `path` in a config class (None when it has none)."""
     if path[0] == "broker":
-        return nested_value(BrokerConfig(), path[1:])
+        return nested_value(_DEFAULT_BROKER, path[1:])
     for f in dataclasses.fields(cls):
         if f.name == path[0]:
             if f.default is not dataclasses.MISSING:
