@@ -82,6 +82,9 @@ class ErrorCode(enum.IntEnum):
     FENCED_INSTANCE_ID = 82  # KIP-345: a static member's instance id now has another member id
     INVALID_RECORD = 87  # a record Kafka's LogValidator refuses (KIP-467), e.g. keyless compacted
     UNSTABLE_OFFSET_COMMIT = 88
+    # KIP-919: a DescribeCluster (v1+) for controllers sent to a broker, or for an unknown type
+    MISMATCHED_ENDPOINT_TYPE = 114
+    UNSUPPORTED_ENDPOINT_TYPE = 115
 
     @property
     def retriable(self) -> bool:

@@ -34,7 +34,13 @@ from kafkactor.network.steps import (
     legal_topic_name,
 )
 
-__all__ = ["AdminApis", "KafkaApisConfig", "ProducerIdSource", "TopicAdmin"]
+__all__ = [
+    "AdminApis",
+    "KafkaApisConfig",
+    "ProducerIdSource",
+    "TopicAdmin",
+    "controller_for_clients",
+]
 
 
 class TopicAdmin(Protocol):
@@ -245,7 +251,7 @@ class AdminApis:
                 throttle_time=NO_THROTTLE,
                 brokers=brokers,
                 cluster_id=self.config.cluster_id,
-                controller_id=_controller_for_clients(response.controller_id, endpoints),
+                controller_id=controller_for_clients(response.controller_id, endpoints),
                 topics=tuple(topic_entries),
                 cluster_authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
             )
@@ -455,7 +461,7 @@ def _assignments(entries: Sequence[Any]) -> dict[int, tuple[int, ...]] | None:
     return assignments
 
 
-def _controller_for_clients(controller_id: int, endpoints: Sequence[BrokerEndpoint]) -> int:
+def controller_for_clients(controller_id: int, endpoints: Sequence[BrokerEndpoint]) -> int:
     """The controller id clients are told: the elected controller, or, when the brokers are
     assigned by the in-process Cluster (no controller broker), the lowest live broker, which
     accepts CreateTopics like any other."""

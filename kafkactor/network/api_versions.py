@@ -34,6 +34,7 @@ class ApiKey(enum.IntEnum):
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     DELETE_GROUPS = 42
+    DESCRIBE_CLUSTER = 60
 
 
 #: (min, max) version per API, as advertised. Produce advertises 0 as Kafka 4 does, so that
@@ -72,6 +73,8 @@ SUPPORTED: Final[dict[ApiKey, tuple[int, int]]] = {
     # v0, removed in Kafka 4 (KIP-896) and absent from kio, through a transcribed entity
     ApiKey.DESCRIBE_CONFIGS: (0, 2),
     ApiKey.DELETE_GROUPS: (0, 2),
+    # v1 adds the endpoint type (KIP-919); a broker describes brokers
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),
 }
 
 #: (min, max) versions decoded and answered beyond SUPPORTED's, and never advertised: clients

@@ -4,8 +4,9 @@
 actor shell (`KafkaApisActor`) runs the steps. The data APIs (Produce, Fetch, ListOffsets,
 OffsetForLeaderEpoch) and ApiVersions are here; the cluster and admin ones (Metadata,
 CreateTopics, DeleteTopics, InitProducerId) are `AdminApis`'; the consumer-group ones
-(FindCoordinator, JoinGroup to DeleteGroups, the offset APIs) `GroupApis`'. Everything is plain
-translation, tested without threads.
+(FindCoordinator, JoinGroup to DeleteGroups, the offset APIs) `GroupApis`'; DescribeConfigs
+is `ConfigApis`', DescribeCluster `ClusterApis`'. Everything is plain translation, tested
+without threads.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from kafkactor.messages.replication import (
 )
 from kafkactor.network.admin_apis import AdminApis, KafkaApisConfig, ProducerIdSource, TopicAdmin
 from kafkactor.network.api_versions import SUPPORTED, ApiKey
+from kafkactor.network.cluster_apis import ClusterApis
 from kafkactor.network.codec import UnsupportedApiVersions, build, nested, response_type
 from kafkactor.network.config_apis import BrokerProperties, ConfigApis, TopicConfigRepository
 from kafkactor.network.group_apis import GroupApis
@@ -95,7 +97,8 @@ class KafkaApis:
     manager as the messages the in-process clients send; ApiVersions is answered here;
     CreateTopics and auto-creation go through the `TopicAdmin`; InitProducerId through the
     `ProducerIdSource`; the consumer-group APIs to the broker's group coordinator (`GroupApis`);
-    DescribeConfigs to `ConfigApis`, with the broker's `properties` and its `topic_configs`.
+    DescribeConfigs to `ConfigApis`, with the broker's `properties` and its `topic_configs`;
+    DescribeCluster to `ClusterApis`.
     """
 
     def __init__(
@@ -118,6 +121,7 @@ class KafkaApis:
         )
         self.inter_broker_apis = InterBrokerApis(broker_id)
         self.config_apis = ConfigApis(broker_id, properties, topic_configs)
+        self.cluster_apis = ClusterApis(broker_id, self.config.cluster_id)
 
     def handle(self, header: RequestHeader, body: Any) -> Step:
         api = header.api_key
@@ -383,6 +387,9 @@ class KafkaApis:
     def _describe_configs(self, header: RequestHeader, body: Any) -> Step:
         return self.config_apis.describe_configs(header.api_version, body)
 
+    def _describe_cluster(self, header: RequestHeader, body: Any) -> Step:
+        return self.cluster_apis.describe_cluster(header.api_version, body)
+
     _handlers: Final[dict[int, Handler]] = {
         ApiKey.API_VERSIONS: _api_versions,
         ApiKey.METADATA: _metadata,
@@ -394,6 +401,7 @@ class KafkaApis:
         ApiKey.CREATE_TOPICS: _create_topics,
         ApiKey.DELETE_TOPICS: _delete_topics,
         ApiKey.DESCRIBE_CONFIGS: _describe_configs,
+        ApiKey.DESCRIBE_CLUSTER: _describe_cluster,
         ApiKey.FIND_COORDINATOR: _group(GroupApis.find_coordinator),
         ApiKey.JOIN_GROUP: _group(GroupApis.join_group),
         ApiKey.SYNC_GROUP: _group(GroupApis.sync_group),

@@ -312,6 +312,17 @@ def describe_configs_request(
     )
 
 
+def describe_cluster_request(
+    version: int, *, endpoint_type: int = 1, include_authorized_operations: bool = True
+) -> Any:
+    """DescribeCluster; v1+ names the endpoint type (KIP-919: 1 brokers, 2 controllers)."""
+    return make(
+        request_schema(ApiKey.DESCRIBE_CLUSTER, version),
+        include_cluster_authorized_operations=include_authorized_operations,
+        endpoint_type=endpoint_type,
+    )
+
+
 def find_coordinator_request(version: int, key: str = GROUP, key_type: int = 0) -> Any:
     schema = request_schema(ApiKey.FIND_COORDINATOR, version)
     return make(schema, key=key, key_type=key_type)
@@ -458,6 +469,7 @@ _SAMPLES: Final[dict[ApiKey, Callable[[int], Any]]] = {
     ApiKey.LIST_GROUPS: list_groups_request,
     ApiKey.DELETE_GROUPS: delete_groups_request,
     ApiKey.DESCRIBE_CONFIGS: describe_configs_request,
+    ApiKey.DESCRIBE_CLUSTER: describe_cluster_request,
     **{api: functools.partial(_filled_request, api) for api in INTER_BROKER_APIS},
 }
 
