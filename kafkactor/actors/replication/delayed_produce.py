@@ -6,9 +6,7 @@ from kafkactor.actors.purgatory import PurgatoryActor, RequestOperation
 from kafkactor.actors.replication.request_log import log_produce_response
 from kafkactor.common import TopicPartition
 from kafkactor.messages import ErrorCode, Response
-from kafkactor.messages.partition import (
-    AppendResult,
-)
+from kafkactor.messages.partition import AppendResult
 from kafkactor.messages.purgatory import DelayOperation
 from kafkactor.messages.replication import (
     PartitionSnapshot,
@@ -31,7 +29,7 @@ def produce_status(topic: str, partition: int, answer: Response | None) -> Produ
             log_start_offset=answer.log_start_offset,
             log_append_time_ms=answer.log_append_time_ms,
         )
-    if isinstance(answer, AppendResult) and answer.record_errors:  # Kafka's LogValidator's
+    if isinstance(answer, AppendResult):  # refused: a LogValidator refusal names its records
         return ProducePartitionStatus(
             topic=topic,
             partition=partition,
@@ -137,6 +135,9 @@ class DelayedProduce(RequestOperation):
     def on_complete(self) -> None:
         results = []
         for status in self.spec.partitions:
+            if status.error_code is not ErrorCode.NONE:  # refused before the wait: as it came
+                results.append(produce_result(status))
+                continue
             key = str(TopicPartition.of(status))
             error = self.errors.get(key, ErrorCode.REQUEST_TIMED_OUT)
             results.append(

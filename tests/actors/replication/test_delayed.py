@@ -56,6 +56,7 @@ from kafkactor.messages.replication import (
     PartitionSnapshot,
     ProducePartitionResult,
     ProducePartitionStatus,
+    ProduceRecordError,
     ProduceResponse,
     ProduceSpec,
 )
@@ -359,6 +360,32 @@ def test_produce_reports_a_partitions_early_error(h: Harness) -> None:
         (0, ErrorCode.NONE),
         (1, ErrorCode.MESSAGE_TOO_LARGE),  # not overwritten by t-1's satisfied snapshot
     ]
+
+
+def test_produce_keeps_a_refused_partitions_record_errors_while_another_waits(
+    h: Harness,
+) -> None:
+    """An acks=-1 produce whose t-1 batch Kafka's LogValidator refused answers t-1 with its
+    record errors, message and log start offset (KIP-467), as acks 1 would, once t-0 is done."""
+    h.set(snapshot(0, hw=0))
+    refused = replace(
+        status(1, 0, ErrorCode.INVALID_RECORD),
+        base_offset=-1,
+        log_start_offset=4,
+        record_errors=(ProduceRecordError(batch_index=1, message="no key"),),
+        error_message="One or more records have been rejected",
+    )
+    h.submit(produce_request(status(0, 10), refused))
+    h.publish(snapshot(0, hw=10))
+
+    answered = {r.partition: r for r in h.produce_response().partitions}
+    assert answered[0].error_code is ErrorCode.NONE
+    assert (
+        answered[1].error_code,
+        answered[1].record_errors,
+        answered[1].error_message,
+        answered[1].log_start_offset,
+    ) == (ErrorCode.INVALID_RECORD, refused.record_errors, refused.error_message, 4)
 
 
 def test_produce_whose_partitions_all_failed_early_completes_at_once(h: Harness) -> None:
