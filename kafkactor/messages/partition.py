@@ -41,7 +41,6 @@ class AppendResult(Response):
     message: str = ""
     first_offset: int = -1
     last_offset: int = -1
-    append_time_ms: int = -1
     log_start_offset: int = -1  # the leader's, after the append (Produce v5's field)
     log_append_time_ms: int = -1  # a LogAppendTime topic's stamp, else -1
     record_errors: tuple[ProduceRecordError, ...] = ()  # the records the leader refused

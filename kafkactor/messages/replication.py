@@ -291,7 +291,6 @@ class ProduceSpec:
     """A DelayedProduce: acks=-1 waits until every partition's HW passes its last offset."""
 
     partitions: tuple[ProducePartitionStatus, ...] = ()
-    append_time_ms: int = -1
     received_ms: int = -1  # when the replica manager received the request (its latency base)
 
 

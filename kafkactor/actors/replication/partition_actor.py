@@ -177,7 +177,6 @@ class PartitionActor(TracedActor):
                 partition=state.partition,
                 first_offset=info.first_offset,
                 last_offset=info.last_offset,
-                append_time_ms=self.clock.now_ms(),
                 log_start_offset=self.log.log_start_offset,
                 log_append_time_ms=info.log_append_time,
             ),
