@@ -31,13 +31,24 @@ from kafkactor.messages import ErrorCode, Response
 from kafkactor.messages.replication import MetadataRequest, MetadataResponse
 from kafkactor.network.api_versions import ApiKey
 from kafkactor.network.codec import build, nested, response_type
-from kafkactor.network.steps import NO_THROTTLE, Admin, Answer, Ask, Step, error_of
+from kafkactor.network.steps import (
+    NO_THROTTLE,
+    Admin,
+    Answer,
+    Ask,
+    Step,
+    error_of,
+    topic_name_error,
+)
 from kafkactor.storage import LogConfig
 from kafkactor.storage.config import LONG_MAX
-from kafkactor.storage.topic_config import TOPIC_CONFIGS, format_topic_config
+from kafkactor.storage.topic_config import (
+    TOPIC_CONFIG_SYNONYMS,
+    TOPIC_CONFIGS,
+    format_topic_config,
+)
 
 __all__ = [
-    "TOPIC_CONFIG_SYNONYMS",
     "BrokerProperties",
     "BrokerProperty",
     "ConfigApis",
@@ -68,34 +79,6 @@ class ConfigSource(enum.IntEnum):
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
 
 
-#: Kafka 2.8's `LogConfig.TopicConfigSynonyms`: each topic config's broker property.
-TOPIC_CONFIG_SYNONYMS: Final[dict[str, str]] = {
-    "segment.bytes": "log.segment.bytes",
-    "segment.ms": "log.roll.ms",
-    "segment.jitter.ms": "log.roll.jitter.ms",
-    "segment.index.bytes": "log.index.size.max.bytes",
-    "flush.messages": "log.flush.interval.messages",
-    "flush.ms": "log.flush.interval.ms",
-    "retention.bytes": "log.retention.bytes",
-    "retention.ms": "log.retention.ms",
-    "max.message.bytes": "message.max.bytes",
-    "index.interval.bytes": "log.index.interval.bytes",
-    "delete.retention.ms": "log.cleaner.delete.retention.ms",
-    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
-    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
-    "file.delete.delay.ms": "log.segment.delete.delay.ms",
-    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
-    "cleanup.policy": "log.cleanup.policy",
-    "unclean.leader.election.enable": "unclean.leader.election.enable",
-    "min.insync.replicas": "min.insync.replicas",
-    "compression.type": "compression.type",
-    "preallocate": "log.preallocate",
-    "message.format.version": "log.message.format.version",
-    "message.timestamp.type": "log.message.timestamp.type",
-    "message.timestamp.difference.max.ms": "log.message.timestamp.difference.max.ms",
-    "message.downconversion.enable": "log.message.downconversion.enable",
-}
-
 #: Kafka's `DynamicBrokerConfig.brokerConfigSynonyms`: the names a broker property also goes
 #: by, in Kafka's order of precedence (any other property is its own only synonym).
 BROKER_SYNONYMS: Final[Mapping[str, tuple[str, ...]]] = {
@@ -113,7 +96,6 @@ _INVALID_REQUEST: Final = (
     "This most likely occurs because of a request being malformed by the client library or "
     "the message was sent to an incompatible broker. See the broker logs for more details."
 )
-_LEGAL_TOPIC: Final = re.compile(r"[a-zA-Z0-9._-]+")
 _JAVA_INT: Final = re.compile(r"[+-]?[0-9]+")
 
 
@@ -193,6 +175,27 @@ class ConfigApis:
         self.properties = described
         self.repository = repository
         self.replica_manager = addresses.replica_manager(broker_id)
+        # the properties never change: each topic config's broker synonyms and the broker's
+        # entries (without and with their synonyms) are worked out once
+        broker = described.named()
+        self._topic_synonyms: Final[dict[str, tuple[_Synonym, ...]]] = {
+            name: tuple(_broker_synonyms(synonym, broker, sensitive=False))
+            for name, synonym in TOPIC_CONFIG_SYNONYMS.items()
+        }
+        self._broker_entries: Final[dict[bool, tuple[_Entry, ...]]] = {
+            include: tuple(
+                _entry(
+                    prop.name,
+                    None if prop.sensitive else prop.value,
+                    _broker_synonyms(prop.name, broker, sensitive=prop.sensitive),
+                    include,
+                    read_only=True,
+                    sensitive=prop.sensitive,
+                )
+                for prop in described.properties
+            )
+            for include in (False, True)
+        }
 
     def describe_configs(self, version: int, body: Any) -> Step:
         resources = list(body.resources)
@@ -203,7 +206,7 @@ class ConfigApis:
         wanted = [
             r.resource_name
             for r in resources
-            if r.resource_type == ResourceType.TOPIC and _invalid_topic(r.resource_name) is None
+            if r.resource_type == ResourceType.TOPIC and topic_name_error(r.resource_name) is None
         ]
         if not wanted:
             return self._described(version, body, {}, None)
@@ -266,7 +269,7 @@ class ConfigApis:
         failure: ErrorCode | None,
         include_synonyms: bool,
     ) -> _Result:
-        invalid = _invalid_topic(topic)
+        invalid = topic_name_error(topic)
         if invalid is not None:
             return _Result(ErrorCode.INVALID_TOPIC_EXCEPTION, invalid)
         if failure is not None:
@@ -280,7 +283,6 @@ class ConfigApis:
             config = zk_data.log_config_from(found, base=self.properties.log_config)
         except ValueError as error:  # a znode Kafka's LogConfig.fromProps would refuse
             return _Result(ErrorCode.UNKNOWN_SERVER_ERROR, str(error))
-        broker = self.properties.named()
         entries = []
         for name, key in TOPIC_CONFIGS.items():
             value = getattr(config, key.field)
@@ -289,9 +291,7 @@ class ConfigApis:
             found_synonyms: list[_Synonym] = []
             if name in found:
                 found_synonyms.append(_Synonym(name, text, ConfigSource.DYNAMIC_TOPIC_CONFIG))
-            synonym = TOPIC_CONFIG_SYNONYMS.get(name)
-            if synonym is not None:
-                found_synonyms += _broker_synonyms(synonym, broker, sensitive=False)
+            found_synonyms += self._topic_synonyms.get(name, ())
             entries.append(_entry(name, text, found_synonyms, include_synonyms, read_only=False))
         return _Result(ErrorCode.NONE, None, tuple(entries))
 
@@ -307,22 +307,7 @@ class ConfigApis:
                     name, "Unexpected broker id, expected {} or empty string, but received {}"
                 ),
             )
-        broker = self.properties.named()
-        entries = []
-        for prop in self.properties.properties:
-            synonyms = _broker_synonyms(prop.name, broker, sensitive=prop.sensitive)
-            value = None if prop.sensitive else prop.value
-            entries.append(
-                _entry(
-                    prop.name,
-                    value,
-                    synonyms,
-                    include_synonyms,
-                    read_only=True,
-                    sensitive=prop.sensitive,
-                )
-            )
-        return _Result(ErrorCode.NONE, None, tuple(entries))
+        return _Result(ErrorCode.NONE, None, self._broker_entries[include_synonyms])
 
     def _broker_logger(self, name: str) -> _Result:
         """BROKER_LOGGER (KIP-412): Kafka lists its log4j loggers; kafkactor has none to list."""
@@ -394,22 +379,6 @@ def _entry(
     source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
     listed = tuple(synonyms) if include_synonyms else ()
     return _Entry(name, value, source, read_only, sensitive, listed)
-
-
-def _invalid_topic(name: str) -> str | None:
-    """Kafka's `Topic.validate` message for an illegal topic name, or None."""
-    if not name:
-        return "Topic name is illegal, it can't be empty"
-    if name in (".", ".."):
-        return 'Topic name cannot be "." or ".."'
-    if len(name) > 249:
-        return f"Topic name is illegal, it can't be longer than 249 characters, topic name: {name}"
-    if _LEGAL_TOPIC.fullmatch(name) is None:
-        return (
-            f'Topic name "{name}" is illegal, it contains a character other than ASCII '
-            "alphanumerics, '.', '_' and '-'"
-        )
-    return None
 
 
 def _answer(version: int, resources: Sequence[Any], results: Sequence[_Result]) -> Answer:

@@ -38,7 +38,6 @@ from kafkactor.messages.replication import MetadataRequest, MetadataResponse
 from kafkactor.network.admin_apis import KafkaApisConfig, TopicAdmin
 from kafkactor.network.api_versions import ApiKey
 from kafkactor.network.codec import build, nested, response_type
-from kafkactor.network.offset_apis import OffsetApis
 from kafkactor.network.request_channel import RequestHeader
 from kafkactor.network.steps import (
     AUTHORIZED_OPERATIONS_OMITTED,
@@ -88,7 +87,6 @@ class GroupApis:
         self.replica_manager = addresses.replica_manager(broker_id)
         self.coordinator = addresses.group_coordinator(broker_id)
         self._creating_offsets_topic = False
-        self.offsets = OffsetApis(broker_id)
 
     def _ask(
         self, request: Request, answered: type[R], answer: Callable[[R | None, ErrorCode], Step]
@@ -288,16 +286,6 @@ class GroupApis:
             members=leaving,
         )
         return self._ask(request, LeaveGroupResponse, left)
-
-    # -- offsets --------------------------------------------------------------------------------
-
-    # -- offsets (`OffsetApis`) ------------------------------------------------------------------
-
-    def offset_commit(self, header: RequestHeader, body: Any) -> Step:
-        return self.offsets.offset_commit(header, body)
-
-    def offset_fetch(self, header: RequestHeader, body: Any) -> Step:
-        return self.offsets.offset_fetch(header, body)
 
     # -- administration -------------------------------------------------------------------------
 

@@ -44,6 +44,7 @@ from kafkactor.network.codec import UnsupportedApiVersions, build, nested, respo
 from kafkactor.network.config_apis import BrokerProperties, ConfigApis, TopicConfigRepository
 from kafkactor.network.group_apis import GroupApis
 from kafkactor.network.inter_broker_apis import InterBrokerApis
+from kafkactor.network.offset_apis import OffsetApis
 from kafkactor.network.partition_answers import (
     FETCH,
     LIST_OFFSETS,
@@ -120,6 +121,7 @@ class KafkaApis:
             broker_id, self.config, group if group is not None else GroupConfig(), admin=admin
         )
         self.inter_broker_apis = InterBrokerApis(broker_id)
+        self.offset_apis = OffsetApis(broker_id)
         self.config_apis = ConfigApis(broker_id, properties, topic_configs)
         self.cluster_apis = ClusterApis(broker_id, self.config.cluster_id)
 
@@ -390,6 +392,12 @@ class KafkaApis:
     def _describe_cluster(self, header: RequestHeader, body: Any) -> Step:
         return self.cluster_apis.describe_cluster(header.api_version, body)
 
+    def _offset_commit(self, header: RequestHeader, body: Any) -> Step:
+        return self.offset_apis.offset_commit(header, body)
+
+    def _offset_fetch(self, header: RequestHeader, body: Any) -> Step:
+        return self.offset_apis.offset_fetch(header, body)
+
     _handlers: Final[dict[int, Handler]] = {
         ApiKey.API_VERSIONS: _api_versions,
         ApiKey.METADATA: _metadata,
@@ -407,8 +415,8 @@ class KafkaApis:
         ApiKey.SYNC_GROUP: _group(GroupApis.sync_group),
         ApiKey.HEARTBEAT: _group(GroupApis.heartbeat),
         ApiKey.LEAVE_GROUP: _group(GroupApis.leave_group),
-        ApiKey.OFFSET_COMMIT: _group(GroupApis.offset_commit),
-        ApiKey.OFFSET_FETCH: _group(GroupApis.offset_fetch),
+        ApiKey.OFFSET_COMMIT: _offset_commit,
+        ApiKey.OFFSET_FETCH: _offset_fetch,
         ApiKey.DESCRIBE_GROUPS: _group(GroupApis.describe_groups),
         ApiKey.LIST_GROUPS: _group(GroupApis.list_groups),
         ApiKey.DELETE_GROUPS: _group(GroupApis.delete_groups),

@@ -5,11 +5,11 @@ and OffsetFetch, translated to and from the group coordinator's messages
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from collections.abc import Iterable
+from typing import Any
 
 from kafkactor.actors.runtime import addresses
-from kafkactor.messages import ErrorCode, Request, Response
+from kafkactor.messages import ErrorCode, Response
 from kafkactor.messages.group import (
     NO_GENERATION,
     NO_MEMBER_ID,
@@ -37,11 +37,9 @@ from kafkactor.network.steps import (
 
 __all__ = ["OffsetApis"]
 
-R = TypeVar("R", bound=Response)
-
 
 class OffsetApis:
-    """The offset APIs of Kafka's `KafkaApis` for one broker (`GroupApis` hands them here).
+    """The offset APIs of Kafka's `KafkaApis` for one broker (`KafkaApis` dispatches them here).
 
     OffsetCommit first asks the replica manager's metadata cache which of its partitions
     exist, as Kafka's handleOffsetCommitRequest does; OffsetCommit and OffsetFetch are then
@@ -52,11 +50,6 @@ class OffsetApis:
     def __init__(self, broker_id: int) -> None:
         self.replica_manager = addresses.replica_manager(broker_id)
         self.coordinator = addresses.group_coordinator(broker_id)
-
-    def _ask(
-        self, request: Request, answered: type[R], answer: Callable[[R | None, ErrorCode], Step]
-    ) -> Step:
-        return ask_expecting(self.coordinator, request, answered, answer)
 
     def offset_commit(self, header: RequestHeader, body: Any) -> Step:
         schema = response_type(ApiKey.OFFSET_COMMIT, header.api_version)
@@ -109,7 +102,7 @@ class OffsetApis:
 
         topics = tuple(dict.fromkeys(p.topic for p in request.partitions))
         if not topics:
-            return self._ask(request, OffsetCommitResponse, committed)
+            return ask_expecting(self.coordinator, request, OffsetCommitResponse, committed)
 
         def checked(response: Response) -> Step:
             # Kafka's handleOffsetCommitRequest: a partition its metadata cache does not know
@@ -137,11 +130,12 @@ class OffsetApis:
             )
             if not kept:
                 return committed(OffsetCommitResponse(), ErrorCode.UNKNOWN_SERVER_ERROR)
-            if unknown:
-                return self._ask(
-                    dataclasses.replace(request, partitions=kept), OffsetCommitResponse, committed
-                )
-            return self._ask(request, OffsetCommitResponse, committed)
+            return ask_expecting(
+                self.coordinator,
+                dataclasses.replace(request, partitions=kept),
+                OffsetCommitResponse,
+                committed,
+            )
 
         return Ask(self.replica_manager, MetadataRequest(topics=topics), checked)
 
@@ -174,7 +168,7 @@ class OffsetApis:
                 results = (found.get((w.topic, w.partition), _unfetched(w, code)) for w in wanted)
             return respond(schema, error_code=r.error_code, topics=_fetched_topics(schema, results))
 
-        return self._ask(request, OffsetFetchResponse, fetched)
+        return ask_expecting(self.coordinator, request, OffsetFetchResponse, fetched)
 
 
 # -- helpers -------------------------------------------------------------------------------------

@@ -104,8 +104,24 @@ def error_of(response: Response) -> ErrorCode:
     return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
+def topic_name_error(name: str) -> str | None:
+    """Kafka's `Topic.validate` message for an illegal topic name, or None for a legal one."""
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return 'Topic name cannot be "." or ".."'
+    if len(name) > 249:
+        return f"Topic name is illegal, it can't be longer than 249 characters, topic name: {name}"
+    if TOPIC_NAME.fullmatch(name) is None:
+        return (
+            f'Topic name "{name}" is illegal, it contains a character other than ASCII '
+            "alphanumerics, '.', '_' and '-'"
+        )
+    return None
+
+
 def legal_topic_name(name: str) -> bool:
-    return bool(TOPIC_NAME.fullmatch(name)) and name not in (".", "..")
+    return topic_name_error(name) is None
 
 
 def group_instance_id(body: Any) -> str | None:

@@ -22,6 +22,7 @@ from kafkactor.server.config_kinds import (
     TopicValue,
     ZooKeeperConnect,
 )
+from kafkactor.storage.topic_config import TOPIC_CONFIG_SYNONYMS
 
 _HOUR_MS: Final = 60 * 60 * 1000
 _MINUTE_MS: Final = 60 * 1000
@@ -88,10 +89,12 @@ def _group(name: str, attr: str, kind: Kind) -> Setting:
     return Setting(name, ("broker", "group", attr), kind)
 
 
-def _topic(name: str, topic: str, kind: Kind | None = None) -> Setting:
-    """A broker-wide topic-config default: its LogConfig field is the one zk_data's table
-    names for the topic-level key. Without a kind, the value is read and checked as the
+def _topic(topic: str, kind: Kind | None = None) -> Setting:
+    """A broker-wide topic-config default: the broker property Kafka's
+    `LogConfig.TopicConfigSynonyms` names for the topic-level key, setting the LogConfig field
+    zk_data's table names for it. Without a kind, the value is read and checked as the
     topic-level key is (Kafka's `LogConfig` validates the defaults its broker copies in)."""
+    name = TOPIC_CONFIG_SYNONYMS[topic]
     path = ("broker", "log_manager", "default_log_config", TOPIC_CONFIG_KEYS[topic])
     return Setting(name, path, kind if kind is not None else TopicValue(topic), topic=topic)
 
@@ -220,32 +223,30 @@ SECTIONS: Final = (
         "Unset flush settings leave flushing to the OS, as in Kafka. log.preallocate,\n"
         "log.message.format.version and log.message.downconversion.enable are kept, not acted on.",
         (
-            _topic("log.segment.bytes", "segment.bytes", POSITIVE),
-            _topic("log.roll.ms", "segment.ms", POSITIVE),
-            _topic("log.index.interval.bytes", "index.interval.bytes", NON_NEGATIVE),
-            _topic("log.index.size.max.bytes", "segment.index.bytes", Int(8)),
-            _topic("log.retention.bytes", "retention.bytes", UNLIMITED),
-            _topic("log.retention.ms", "retention.ms", UNLIMITED),
-            _topic("message.max.bytes", "max.message.bytes", POSITIVE),
-            _topic("log.flush.interval.messages", "flush.messages", POSITIVE),
-            _topic("log.flush.interval.ms", "flush.ms", NON_NEGATIVE),
-            _topic("log.segment.delete.delay.ms", "file.delete.delay.ms", NON_NEGATIVE),
-            _topic("min.insync.replicas", "min.insync.replicas", POSITIVE),
-            _topic("unclean.leader.election.enable", "unclean.leader.election.enable", Bool()),
-            _topic("log.cleanup.policy", "cleanup.policy", CleanupPolicy()),
-            _topic("log.cleaner.delete.retention.ms", "delete.retention.ms", NON_NEGATIVE),
-            _topic("log.cleaner.min.cleanable.ratio", "min.cleanable.dirty.ratio", Ratio()),
-            _topic("log.cleaner.min.compaction.lag.ms", "min.compaction.lag.ms", NON_NEGATIVE),
-            _topic("log.cleaner.max.compaction.lag.ms", "max.compaction.lag.ms"),
-            _topic("log.roll.jitter.ms", "segment.jitter.ms"),
-            _topic("log.message.timestamp.type", "message.timestamp.type"),
-            _topic(
-                "log.message.timestamp.difference.max.ms", "message.timestamp.difference.max.ms"
-            ),
-            _topic("compression.type", "compression.type"),
-            _topic("log.preallocate", "preallocate"),
-            _topic("log.message.format.version", "message.format.version"),
-            _topic("log.message.downconversion.enable", "message.downconversion.enable"),
+            _topic("segment.bytes", POSITIVE),
+            _topic("segment.ms", POSITIVE),
+            _topic("index.interval.bytes", NON_NEGATIVE),
+            _topic("segment.index.bytes", Int(8)),
+            _topic("retention.bytes", UNLIMITED),
+            _topic("retention.ms", UNLIMITED),
+            _topic("max.message.bytes", POSITIVE),
+            _topic("flush.messages", POSITIVE),
+            _topic("flush.ms", NON_NEGATIVE),
+            _topic("file.delete.delay.ms", NON_NEGATIVE),
+            _topic("min.insync.replicas", POSITIVE),
+            _topic("unclean.leader.election.enable", Bool()),
+            _topic("cleanup.policy", CleanupPolicy()),
+            _topic("delete.retention.ms", NON_NEGATIVE),
+            _topic("min.cleanable.dirty.ratio", Ratio()),
+            _topic("min.compaction.lag.ms", NON_NEGATIVE),
+            _topic("max.compaction.lag.ms"),
+            _topic("segment.jitter.ms"),
+            _topic("message.timestamp.type"),
+            _topic("message.timestamp.difference.max.ms"),
+            _topic("compression.type"),
+            _topic("preallocate"),
+            _topic("message.format.version"),
+            _topic("message.downconversion.enable"),
         ),
     ),
 )

@@ -31,6 +31,7 @@ from kafkactor.storage.config import (
 
 __all__ = [
     "TOPIC_CONFIGS",
+    "TOPIC_CONFIG_SYNONYMS",
     "ConfigType",
     "TopicConfigError",
     "TopicConfigKey",
@@ -253,6 +254,36 @@ TOPIC_CONFIGS: Final[dict[str, TopicConfigKey]] = {
         ),
         TopicConfigKey("message.downconversion.enable", _B, "message_downconversion_enable"),
     )
+}
+
+
+#: Kafka 2.8's `LogConfig.TopicConfigSynonyms`: each topic config's broker property (the
+#: broker-wide default it overrides; `server.config_properties` reads its `log.*` names here).
+TOPIC_CONFIG_SYNONYMS: Final[dict[str, str]] = {
+    "segment.bytes": "log.segment.bytes",
+    "segment.ms": "log.roll.ms",
+    "segment.jitter.ms": "log.roll.jitter.ms",
+    "segment.index.bytes": "log.index.size.max.bytes",
+    "flush.messages": "log.flush.interval.messages",
+    "flush.ms": "log.flush.interval.ms",
+    "retention.bytes": "log.retention.bytes",
+    "retention.ms": "log.retention.ms",
+    "max.message.bytes": "message.max.bytes",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    "file.delete.delay.ms": "log.segment.delete.delay.ms",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "cleanup.policy": "log.cleanup.policy",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "min.insync.replicas": "min.insync.replicas",
+    "compression.type": "compression.type",
+    "preallocate": "log.preallocate",
+    "message.format.version": "log.message.format.version",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "message.timestamp.difference.max.ms": "log.message.timestamp.difference.max.ms",
+    "message.downconversion.enable": "log.message.downconversion.enable",
 }
 
 

@@ -19,16 +19,11 @@ from kafkactor.messages import ErrorCode, ErrorResponse
 from kafkactor.messages.replication import MetadataRequest, MetadataResponse, TopicMetadata
 from kafkactor.network.api_versions import SUPPORTED, ApiKey
 from kafkactor.network.codec import encode_response
-from kafkactor.network.config_apis import (
-    TOPIC_CONFIG_SYNONYMS,
-    BrokerProperties,
-    ConfigSource,
-)
+from kafkactor.network.config_apis import BrokerProperties, ConfigSource
 from kafkactor.network.kafka_apis import KafkaApis, KafkaApisConfig
 from kafkactor.network.request_channel import RequestHeader
 from kafkactor.network.steps import Admin, Answer, Ask, Step
 from kafkactor.server import KafkaConfig, SharedBrokerConfig
-from kafkactor.server.config_properties import SETTINGS
 from kafkactor.storage import LogConfig
 from kafkactor.storage.topic_config import TOPIC_CONFIGS
 from tests.network.wire import decode_response, describe_configs_request
@@ -253,11 +248,6 @@ def test_a_failed_read_of_the_overrides_is_an_unknown_server_error() -> None:
         ErrorCode.UNKNOWN_SERVER_ERROR,
         "ZooKeeper is gone",
     )
-
-
-def test_kafkas_topic_config_synonyms_agree_with_the_broker_properties_read() -> None:
-    topic_defaults = {s.topic: name for name, s in SETTINGS.items() if s.topic is not None}
-    assert topic_defaults == TOPIC_CONFIG_SYNONYMS
 
 
 # -- the broker ----------------------------------------------------------------------------------
