@@ -18,13 +18,13 @@ from types import FrameType
 from typing import Final, TextIO
 
 from kafkactor import tracing
-from kafkactor.server.config import ConfigError, SharedBrokerConfig
+from kafkactor.server.config import DEFAULT_LISTENER, ConfigError, SharedBrokerConfig
 from kafkactor.testing import Cluster
 
 __all__ = ["ServeOptions", "ServePlan", "plan", "serve"]
 
-DEFAULT_HOST: Final = "127.0.0.1"
-DEFAULT_PORT: Final = 9092
+DEFAULT_HOST: Final = DEFAULT_LISTENER.host
+DEFAULT_PORT: Final = DEFAULT_LISTENER.port
 DEFAULT_SESSION_TIMEOUT_MS: Final = 6000  # the in-process Cluster's (Kafka's: 18000)
 
 
@@ -141,20 +141,19 @@ def plan(options: ServeOptions) -> ServePlan:
 
 
 def serve(
-    options: ServeOptions | ServePlan,
+    planned: ServePlan,
     out: TextIO,
     stop: threading.Event | None = None,
     *,
     err: TextIO | None = None,
 ) -> int:
-    """Run the cluster; print `bootstrap.servers=...` to `out` once every broker listens;
-    return after SIGINT or SIGTERM (or `stop`), once every broker has shut down cleanly
-    (logs flushed, high watermarks checkpointed, the clean-shutdown marker written).
+    """Run the planned cluster (`plan`, which raises `ConfigError` for properties it cannot
+    run with); print `bootstrap.servers=...` to `out` once every broker listens; return after
+    SIGINT or SIGTERM (or `stop`), once every broker has shut down cleanly (logs flushed, high
+    watermarks checkpointed, the clean-shutdown marker written).
 
-    Raises `ConfigError` (before anything starts) for properties it cannot run with; an
-    OSError when a port cannot be bound. The properties accepted with no effect are named on
-    `err`, when given, before the cluster starts."""
-    planned = options if isinstance(options, ServePlan) else plan(options)
+    Raises an OSError when a port cannot be bound. The properties accepted with no effect are
+    named on `err`, when given, before the cluster starts."""
     if planned.config.ignored and err is not None:
         print(
             f"kafkactor serve: ignored (no meaning here): {', '.join(planned.config.ignored)}",

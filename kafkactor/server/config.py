@@ -184,7 +184,7 @@ class KafkaConfig:
             for setting in section.settings:
                 if setting.path is None:  # accepted at one value, with no effect: not written
                     continue
-                value = _get(self, setting.path)
+                value = nested_value(self, setting.path)
                 if value is None or (  # unset, or the default that reading it back gives
                     setting.name == "advertised.listeners" and value == self.listeners
                 ):
@@ -241,20 +241,19 @@ class SharedBrokerConfig:
         *,
         base: BrokerConfig | None = None,
         source: str = "<properties>",
-        override_source: str = "--override",
     ) -> SharedBrokerConfig:
         """A properties file (as `KafkaConfig.from_file` reads it), then `overrides` over it,
         as `kafka-server-start.sh FILE --override name=value` layers them: an override
         replaces the file's value; one name overridden twice is refused. `base` is the
         `BrokerConfig` the properties are set on (default: the defaults). Errors name the file
-        and line, or `override_source` (or `source` without a file) for an override."""
+        and line, or `--override` (or `source` without a file) for an override."""
         entries: list[_Entry] = []
         file_source = source
         if path is not None:
             file_source = os.fspath(path)
             entries = _entries(_read_text(path), file_source)
         pairs = overrides.items() if isinstance(overrides, Mapping) else overrides
-        where = override_source if path is not None else source
+        where = "--override" if path is not None else source
         overridden: set[str] = set()
         for key, value in pairs:
             if key in overridden:
@@ -315,12 +314,6 @@ def _comment(text: str) -> str:
     return javaproperties.to_comment("\n".join(f" {line}" for line in text.splitlines()))
 
 
-def _get(obj: Any, path: tuple[str, ...]) -> Any:
-    for attr in path:
-        obj = getattr(obj, attr)
-    return obj
-
-
 class _Reader:
     """One reading of properties: checks each entry, then assembles the KafkaConfig (or, with
     `shared`, the SharedBrokerConfig of brokers that share the properties, set on `base`)."""
@@ -352,10 +345,7 @@ class _Reader:
         for name in PROCESS_ONLY:
             if chosen.pop(name, None) is not None:
                 ignored.append(name)
-        values = {SETTINGS[name].path: value for name, value in chosen.items()}
-        top: dict[str, Any] = {path[0]: v for path, v in values.items() if path and len(path) == 1}
-        nested = {path: v for path, v in values.items() if path and len(path) > 1}
-        broker = self.replace(self.base, ("broker",), nested) if nested else self.base
+        top, broker = self.split(chosen)
         limits = {(attr,): top.pop(attr) for attr in _SOCKET_LIMITS if attr in top}
         socket_server = self.replace(_SOCKET_DEFAULTS, (), limits) if limits else _SOCKET_DEFAULTS
         return SharedBrokerConfig(
@@ -428,11 +418,8 @@ class _Reader:
         return f"unknown setting {key!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
 
     def assemble(self, chosen: Mapping[str, Any], ignored: tuple[str, ...]) -> KafkaConfig:
-        values = {SETTINGS[name].path: value for name, value in chosen.items()}
-        top: dict[str, Any] = {path[0]: v for path, v in values.items() if path and len(path) == 1}
-        nested = {path: v for path, v in values.items() if path and len(path) > 1}
-        if nested:
-            top["broker"] = self.replace(BrokerConfig(), ("broker",), nested)
+        top, broker = self.split(chosen)
+        top["broker"] = broker
         listeners = top.setdefault("listeners", DEFAULT_LISTENER)
         if "advertised_listeners" not in top and listeners.host in WILDCARD_HOSTS:
             raise self.error(
@@ -446,6 +433,15 @@ class _Reader:
         log_dirs = top.setdefault("log_dirs", DEFAULT_LOG_DIRS)
         top.setdefault("event_log", log_dirs.parent / f"events-{top['broker_id']}.jsonl")
         return KafkaConfig(**top, ignored=ignored, given=tuple(self.given.items()))
+
+    def split(self, chosen: Mapping[str, Any]) -> tuple[dict[str, Any], BrokerConfig]:
+        """The settings' top-level values (attribute -> value), and `base` with the settings
+        under `broker` set on it."""
+        values = {SETTINGS[name].path: value for name, value in chosen.items()}
+        top: dict[str, Any] = {path[0]: v for path, v in values.items() if path and len(path) == 1}
+        nested = {path: v for path, v in values.items() if path and len(path) > 1}
+        broker = self.replace(self.base, ("broker",), nested) if nested else self.base
+        return top, broker
 
     def replace(self, base: Any, prefix: tuple[str, ...], values: Mapping[Any, Any]) -> Any:
         """`base` with the values under `prefix` (paths from the outermost object), inner

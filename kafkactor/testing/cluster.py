@@ -99,8 +99,8 @@ def _shared_properties(
         if config is not None:
             raise ValueError("give config= or properties read into a SharedBrokerConfig, not both")
         return properties
-    if not properties:
-        return SharedBrokerConfig(broker=config if config is not None else BrokerConfig())
+    if properties is None:
+        properties = {}
     for name in properties:
         if name in _CLUSTER_PARAMETERS:
             raise ConfigError(
