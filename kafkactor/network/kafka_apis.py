@@ -12,7 +12,6 @@ without threads.
 from __future__ import annotations
 
 import datetime
-import sys
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -204,19 +203,11 @@ class KafkaApis:
     def _produce_answer(self, version: int, body: Any, response: Response) -> Step:
         schema = response_type(ApiKey.PRODUCE, version)
         # v8+ (KIP-467) names the records Kafka's LogValidator refused
-        record_error = getattr(sys.modules[schema.__module__], "BatchIndexAndErrorMessage", None)
+        record_error = nested(schema, "BatchIndexAndErrorMessage") if version >= 8 else None
 
         def entry(p: Any, r: ProducePartitionResult | None, fallback: ErrorCode) -> dict[str, Any]:
-            if r is None:
-                return {
-                    "index": p.index,
-                    "error_code": fallback,
-                    "base_offset": -1,
-                    "log_append_time": None,
-                    "log_start_offset": -1,
-                    "record_errors": (),
-                    "error_message": None,
-                }
+            if r is None:  # the whole answer failed: Kafka's "nothing appended" values
+                r = ProducePartitionResult(error_code=fallback)
             return {
                 "index": p.index,
                 "error_code": r.error_code,
