@@ -60,11 +60,18 @@ def validate_batches(
 ) -> None:
     """Kafka's LogValidator record checks on a leader's producer batches (see the module).
 
-    Raises `InvalidRecordError` or `InvalidTimestampError` for the first batch holding refused
+    Raises `InvalidRecordError` for a producer batch that reports no records, or
+    `InvalidRecordError` / `InvalidTimestampError` for the first batch holding refused
     records. A log that is neither compacted nor bounds timestamps reads only batch headers.
     """
     walk = _needs_walk(config)
     for batch in batches:
+        if batch.record_count <= 0 and not batch.is_control_batch:  # Kafka's validateBatch
+            raise InvalidRecordError(
+                f"Invalid reported count for record batch: {batch.record_count} in topic "
+                f"partition {topic_partition}.",
+                (),
+            )
         claims_append_time = batch.timestamp_type is TimestampType.LOG_APPEND_TIME
         if batch.is_control_batch or not (walk or claims_append_time):
             continue

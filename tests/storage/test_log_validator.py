@@ -309,3 +309,29 @@ def test_max_compaction_lag_rolls_a_compacted_log_and_has_it_cleaned_whatever_it
         assert chosen.max_compaction_delay_ms == 1
     finally:
         log.close()
+
+
+def empty_batch() -> bytes:
+    """A producer batch that reports no records (and holds none), its CRC right."""
+    one = build_batch([Record(b"k", b"v", CREATED)], 0)
+    fields = list(HEADER.unpack_from(one))
+    fields[1] = HEADER.size - 12  # length: from the partition leader epoch on
+    fields[12] = 0  # the record count
+    header = bytearray(HEADER.pack(*fields))
+    struct.pack_into(">I", header, 17, crc32c.crc32c(bytes(header[21:])))
+    return bytes(header)
+
+
+@pytest.mark.parametrize("setting", ["producer", "gzip"])
+def test_a_producer_batch_that_reports_no_records_is_an_invalid_record(
+    tmp_path: Path, setting: str
+) -> None:
+    """Kafka's validateBatch refuses a reported count of 0 whatever the codec setting (a
+    recompressing log once failed on it with a bare ValueError)."""
+    log = open_log(tmp_path, LogConfig(compression_type=setting), ManualClock(NOW))
+    try:
+        with pytest.raises(InvalidRecordError, match="Invalid reported count for record batch: 0"):
+            log.append_as_leader(empty_batch(), 0)
+        assert log.log_end_offset == 0
+    finally:
+        log.close()
