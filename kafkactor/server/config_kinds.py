@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from kafkactor.storage.config import LONG_MAX  # a Java long: Kafka's widest integer setting
 from kafkactor.storage.topic_config import TOPIC_CONFIGS, TopicConfigError, format_topic_config
 
-LONG_MAX: Final = 2**63 - 1  # a Java long: Kafka's widest integer setting
 INT_MAX: Final = 2**31 - 1
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _NUMBER = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
@@ -188,19 +188,6 @@ class ZooKeeperConnect(Kind):
             segments = chroot.split("/")
             if "" in segments or {".", ".."} & set(segments):
                 raise ValueError("has a malformed chroot path (as ZooKeeper reads paths)")
-        return text
-
-
-@dataclass(frozen=True, slots=True)
-class Fixed(Kind):
-    """A Kafka setting accepted only at the one value that is how kafkactor behaves."""
-
-    value: str
-    why: str
-
-    def parse(self, text: str) -> str:
-        if text.lower() != self.value.lower():
-            raise ValueError(f"must be {self.value} ({self.why})")
         return text
 
 
