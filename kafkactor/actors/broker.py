@@ -253,6 +253,7 @@ class Broker:
                 broker,
                 zk=self.zookeeper,
                 timer=self.timer,
+                log_defaults=self.config.log_manager.default_log_config,
             )
             directory.register(addresses.controller(broker), controller)
             self.refs.append(controller)

@@ -446,22 +446,30 @@ class Cluster:
             raise TopicExistsError(f"topic {name!r} already exists")
         if partitions is not None and partitions < 1:
             raise ValueError(f"a topic needs at least one partition, got {partitions}")
+        defaults = self.config.log_manager.default_log_config
+        overrides: dict[str, str] = {}  # what /config/topics/<t> holds: the overrides alone
         if isinstance(config, Mapping):  # Kafka's names, over the brokers' defaults (log.*)
-            defaults = self.config.log_manager.default_log_config
+            overrides = {str(k): str(v) for k, v in config.items()}
             config = zk_data.log_config_from(config, base=defaults)
+        elif config is not None:
+            overrides = zk_data.topic_config_overrides(config, base=defaults)
         with self._admin_lock:  # brokers create topics too (CreateTopics, auto-creation)
             if self._zk is not None and self._zk.exists(zk_data.topic_path(name)) is not None:
                 raise TopicExistsError(f"topic {name!r} already exists")
             assignment = plan_assignment(
                 self.registered_brokers(), partitions, replication_factor, assignments
             )
-            return self._create_topic(name, assignment, config)
+            return self._create_topic(name, assignment, config, overrides)
 
     def _create_topic(
-        self, name: str, assignment: dict[int, tuple[int, ...]], config: LogConfig | None
+        self,
+        name: str,
+        assignment: dict[int, tuple[int, ...]],
+        config: LogConfig | None,
+        overrides: Mapping[str, str] | None = None,
     ) -> dict[int, tuple[int, ...]]:
         if self._zk is not None:
-            return self._create_topic_in_zookeeper(name, assignment, config)
+            return self._create_topic_in_zookeeper(name, assignment, config, overrides or {})
         if config is not None:
             self.topic_configs[name] = config
         states = []
@@ -483,12 +491,16 @@ class Cluster:
         return assignment
 
     def _create_topic_in_zookeeper(
-        self, name: str, assignment: dict[int, tuple[int, ...]], config: LogConfig | None
+        self,
+        name: str,
+        assignment: dict[int, tuple[int, ...]],
+        config: LogConfig | None,
+        overrides: Mapping[str, str],
     ) -> dict[int, tuple[int, ...]]:
         effective = config if config is not None else self.config.log_manager.default_log_config
         self.topic_configs[name] = effective
         config_path = zk_data.topic_config_path(name)
-        config_data = zk_data.encode_topic_config(effective)
+        config_data = zk_data.encode_topic_config_overrides(overrides)  # as Kafka: overrides
         if self._zk.exists(config_path) is None:
             self._zk.create(config_path, config_data, makepath=True)
         else:

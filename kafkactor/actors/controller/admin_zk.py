@@ -123,9 +123,10 @@ def plan_assignment(
 class AdminZkClient:
     """Kafka's `AdminZkClient` over a ZooKeeper client (`zk()` gives the current one).
 
-    `create_topic` writes `/config/topics/<t>` (Kafka-named overrides on top of the broker's
-    defaults `defaults`) and `/brokers/topics/<t>` (the caller's `assignments`, checked as
-    Kafka checks them, or one generated over the registered brokers), then waits until
+    `create_topic` writes `/config/topics/<t>` (only the Kafka-named overrides given, checked
+    over the broker's defaults `defaults`, as Kafka writes them) and `/brokers/topics/<t>`
+    (the caller's `assignments`, checked as Kafka checks them, or one generated over the
+    registered brokers), then waits until
     every partition's state znode names a registered leader.
     `delete_topic` marks `/admin/delete_topics/<t>` and waits until the controller removed
     the topic's znodes (or, while a replica's broker is down, until no registered broker
@@ -162,7 +163,7 @@ class AdminZkClient:
     ) -> dict[int, tuple[int, ...]]:
         if partitions is not None and partitions < 1:
             raise ValueError(f"a topic needs at least one partition, got {partitions}")
-        effective = zk_data.log_config_from(config, base=self.defaults)
+        zk_data.log_config_from(config, base=self.defaults)  # checked; only overrides written
         with self._lock:
             zk = self._zk()
             if zk.exists(zk_data.topic_path(name)) is not None:  # Kafka checks this first
@@ -171,7 +172,7 @@ class AdminZkClient:
                 self.registered_brokers(), partitions, replication_factor, assignments
             )
             config_path = zk_data.topic_config_path(name)
-            config_data = zk_data.encode_topic_config(effective)
+            config_data = zk_data.encode_topic_config_overrides(config)
             if zk.exists(config_path) is None:
                 with contextlib.suppress(NodeExistsError):
                     zk.create(config_path, config_data, makepath=True)

@@ -102,9 +102,13 @@ class ControllerActor(TracedActor):
         *,
         zk: ZooKeeperSession,
         timer: Timer,
+        log_defaults: LogConfig | None = None,
     ) -> None:
         super().__init__(address, directory, clock, broker)
         self.broker_id = broker
+        # the broker's topic-config defaults (log.*, unclean.leader.election.enable, ...):
+        # a topic's `/config/topics/<t>` holds only its overrides on top of them
+        self.log_defaults = log_defaults if log_defaults is not None else LogConfig()
         self.zk = zk
         self.timer = timer
         self.epoch = 0
@@ -322,8 +326,8 @@ class ControllerActor(TracedActor):
         try:
             data, _ = self._zk.get(zk_data.topic_config_path(topic))
         except NoNodeError:
-            return LogConfig()
-        return zk_data.decode_topic_config(topic, data)
+            return self.log_defaults
+        return zk_data.decode_topic_config(topic, data, base=self.log_defaults)
 
     # -- events ------------------------------------------------------------------------------------
 

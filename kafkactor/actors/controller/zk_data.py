@@ -252,9 +252,10 @@ TOPIC_CONFIG_KEYS: dict[str, str] = {name: key.field for name, key in TOPIC_CONF
 _FIELD_KEYS = {field: key for key, field in TOPIC_CONFIG_KEYS.items()}
 
 
-def topic_config_overrides(config: LogConfig) -> dict[str, str]:
-    """The settings of `config` that differ from the defaults, under Kafka's names."""
-    default = LogConfig()
+def topic_config_overrides(config: LogConfig, base: LogConfig | None = None) -> dict[str, str]:
+    """The settings of `config` that differ from `base` (the broker's defaults; Kafka's when
+    None), under Kafka's names."""
+    default = base if base is not None else LogConfig()
     overrides = {}
     for field in dataclasses.fields(LogConfig):
         value = getattr(config, field.name)
@@ -289,6 +290,12 @@ def log_config_from(overrides: Mapping[str, str], base: LogConfig | None = None)
 
 def encode_topic_config(config: LogConfig) -> bytes:
     return _dump({"version": 1, "config": topic_config_overrides(config)})
+
+
+def encode_topic_config_overrides(overrides: Mapping[str, str]) -> bytes:
+    """`/config/topics/<t>` as Kafka's AdminZkClient writes it: only the topic's overrides,
+    as given (`{"version":1,"config":{...}}`); the broker's defaults apply to the rest."""
+    return _dump({"version": 1, "config": {str(k): str(v) for k, v in overrides.items()}})
 
 
 def decode_topic_config_overrides(topic: str, data: bytes) -> dict[str, str]:
