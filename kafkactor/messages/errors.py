@@ -79,7 +79,10 @@ class ErrorCode(enum.IntEnum):
     UNSUPPORTED_COMPRESSION_TYPE = 76
     STALE_BROKER_EPOCH = 77
     MEMBER_ID_REQUIRED = 79
+    PREFERRED_LEADER_NOT_AVAILABLE = 80  # KIP-183/460: the preferred replica cannot lead now
     FENCED_INSTANCE_ID = 82  # KIP-345: a static member's instance id now has another member id
+    ELIGIBLE_LEADERS_NOT_AVAILABLE = 83  # KIP-460: no live replica for an unclean election
+    ELECTION_NOT_NEEDED = 84  # KIP-460: the partition already has the leader asked for
     INVALID_RECORD = 87  # a record Kafka's LogValidator refuses (KIP-467), e.g. keyless compacted
     UNSTABLE_OFFSET_COMMIT = 88
     # KIP-919: a DescribeCluster (v1+) for controllers sent to a broker, or for an unknown type
@@ -110,5 +113,9 @@ _RETRIABLE = frozenset(
         ErrorCode.FENCED_LEADER_EPOCH,
         ErrorCode.UNKNOWN_LEADER_EPOCH,
         ErrorCode.UNSTABLE_OFFSET_COMMIT,
+        # Kafka's InvalidMetadataException subclasses (KIP-460's election errors)
+        ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+        ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+        ErrorCode.ELECTION_NOT_NEEDED,
     }
 )
