@@ -352,6 +352,7 @@ def _storage_scenario(root: Path, events: EventLog) -> None:
     for i in range(12):
         log.append_as_leader([Record(None, b"value-%02d" % i + b"." * 40, 1_000)], 0)
     assert log.delete_old_segments() > 0
+    assert log.maybe_increment_log_start_offset(log.log_start_offset + 1, "ClientRecordDeletion")
     assert log.truncate_to(log.log_end_offset - 1)
     log.flush()
     log.close()
@@ -360,7 +361,7 @@ def _storage_scenario(root: Path, events: EventLog) -> None:
     with sorted(directory.glob("*.index"))[0].open("ab") as index:
         index.write(b"\x01\x02\x03")  # a length that is not a multiple of 8
     Log(directory, config, clock=clock, recovery_point=0).close()
-    for name in ("log.roll", "log.retention", "log.truncated"):
+    for name in ("log.roll", "log.retention", "log.start_offset_incremented", "log.truncated"):
         assert events.named(name), f"the tiny log logged no {name}"
     # a log whose leader epoch checkpoint is gone rebuilds it from its batches; a follower far
     # behind its leader's log start empties its log and starts there

@@ -18,6 +18,7 @@ from kafkactor.storage.errors import (
     InvalidRecordError,
     InvalidTimestampError,
     LogClosedError,
+    LogStartOffsetOutOfRangeError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
     RecordError,
@@ -54,6 +55,7 @@ from kafkactor.storage.log_info import LogAppendInfo, LogOffsetMetadata, LogRead
 from kafkactor.storage.log_loader import LEADER_EPOCH_CHECKPOINT, parse_base_offset
 from kafkactor.storage.log_manager import (
     CLEAN_SHUTDOWN_FILE,
+    LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     DataDirectoryInUseError,
     LogManager,
@@ -97,6 +99,7 @@ __all__ = [
     "LEADER_EPOCH_CHECKPOINT",
     "LOG_APPEND_TIME",
     "LOG_OVERHEAD",
+    "LOG_START_OFFSET_CHECKPOINT",
     "MAGIC",
     "MAX_BATCH_SIZE",
     "MAX_DECOMPRESSED_SIZE",
@@ -141,6 +144,7 @@ __all__ = [
     "LogOffsetMetadata",
     "LogReadResult",
     "LogSegment",
+    "LogStartOffsetOutOfRangeError",
     "LogToClean",
     "OffsetAndTimestamp",
     "OffsetCheckpoint",

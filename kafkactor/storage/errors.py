@@ -96,6 +96,26 @@ class OffsetOutOfRangeError(StorageError):
         return (type(self), (self.offset, self.log_start_offset, self.log_end_offset))
 
 
+class LogStartOffsetOutOfRangeError(OffsetOutOfRangeError):
+    """A log start offset moved past the high watermark (Kafka's `maybeIncrementLogStartOffset`
+    refusal, OFFSET_OUT_OF_RANGE), with Kafka's message."""
+
+    def __init__(self, offset: int, topic_partition: str, high_watermark: int) -> None:
+        StorageError.__init__(
+            self,
+            f"Cannot increment the log start offset to {offset} of partition {topic_partition} "
+            f"since it is larger than the high watermark {high_watermark}",
+        )
+        self.offset = offset
+        self.topic_partition = topic_partition
+        self.high_watermark = high_watermark
+        self.log_start_offset = -1
+        self.log_end_offset = high_watermark
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.offset, self.topic_partition, self.high_watermark))
+
+
 class RecordTooLargeError(StorageError):
     """A batch is larger than the log's `max_message_bytes` (MESSAGE_TOO_LARGE)."""
 

@@ -23,6 +23,7 @@ from kafkactor.storage.errors import (
     InvalidAppendOffsetError,
     InvalidLogDirectoryError,
     LogClosedError,
+    LogStartOffsetOutOfRangeError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
 )
@@ -130,8 +131,10 @@ class Log:
     shutdown marker) skips that. The log's leader epoch cache is then read from
     `leader-epoch-checkpoint` (rebuilt from the batch headers when that file is missing or
     corrupt) and cut to the offsets the log holds, and the idempotent producers' state is
-    rebuilt from the batch headers (`producer_state`). That loading is `LogLoader`'s. All
-    methods are thread-safe.
+    rebuilt from the batch headers (`producer_state`). That loading is `LogLoader`'s.
+    `log_start_offset` is the one the LogManager's `log-start-offset-checkpoint` kept (a
+    DeleteRecords may have moved it inside the first segment): the log starts at the larger of
+    it and the first segment's base, never past the log end. All methods are thread-safe.
     """
 
     def __init__(
@@ -143,6 +146,7 @@ class Log:
         scheduler: Scheduler | None = None,
         *,
         clean_shutdown: bool = False,
+        log_start_offset: int = 0,
     ) -> None:
         self.dir = Path(directory)
         self.topic_partition = parse_topic_partition(self.dir)
@@ -166,6 +170,10 @@ class Log:
         self._recovery_point = loaded.recovery_point
         self._log_start_offset = loaded.log_start_offset
         self._epochs = loaded.leader_epochs
+        checkpointed = min(log_start_offset, self._active.next_offset)
+        if checkpointed > self._log_start_offset:  # a DeleteRecords inside the first segment
+            self._log_start_offset = checkpointed
+            self._epochs.truncate_from_start(checkpointed)
         self._producers = loaded.producer_state
         for base in self._bases[:-1]:  # only the active segment's index keeps preallocated room
             self._segments[base].trim_index()
@@ -190,6 +198,13 @@ class Log:
         if jitter == 0:
             return 0
         return random.randrange(min(jitter, self.config.segment_ms))
+
+    def update_config(self, config: LogConfig) -> LogConfig:
+        """Kafka's `Log.updateConfig` (a dynamic topic config): from now on appends, rolls,
+        new segments' indexes, retention and the cleaner read `config`; returns the old one."""
+        with self._lock:
+            old, self.config = self.config, config
+        return old
 
     @property
     def _active(self) -> LogSegment:
@@ -237,6 +252,43 @@ class Log:
     @property
     def log_start_offset(self) -> int:
         return self._log_start_offset
+
+    def maybe_increment_log_start_offset(
+        self, offset: int, reason: str, *, high_watermark: int | None = None
+    ) -> bool:
+        """Move the log start offset up to `offset` (Kafka's `maybeIncrementLogStartOffset`);
+        returns whether it moved. It never moves back, and never past `high_watermark` (the
+        partition's, given by the caller; the log end when None): that raises
+        `LogStartOffsetOutOfRangeError` with Kafka's message. Reads below the new start are
+        out of range and ListOffsets' earliest answers it at once; the segments wholly below it
+        go at the next retention pass (`delete_old_segments`), as in Kafka. `reason` names why
+        (Kafka's `LogStartOffsetIncrementReason`: `ClientRecordDeletion` for DeleteRecords,
+        `LeaderOffsetIncremented` for a follower following its leader).
+        """
+        with self._lock:
+            self._check_open()
+            end = self.log_end_offset
+            bound = end if high_watermark is None else min(high_watermark, end)
+            if offset > bound:
+                raise LogStartOffsetOutOfRangeError(offset, str(self.topic_partition), bound)
+            if offset <= self._log_start_offset:
+                return False
+            self._log_start_offset = offset
+            self._epochs.truncate_from_start(offset)
+            _log.info(
+                "log.start_offset_incremented",
+                dir=str(self.dir),
+                log_start_offset=offset,
+                reason=reason,
+            )
+            return True
+
+    @property
+    def first_segment_base_offset(self) -> int:
+        """The base offset of the oldest segment: the log start offset unless a DeleteRecords
+        (or a follower's leader) moved it inside that segment."""
+        with self._lock:
+            return self._bases[0]
 
     @property
     def recovery_point(self) -> int:
@@ -651,17 +703,20 @@ class Log:
         _log.info("log.flush", dir=str(self.dir), log_end_offset=target, segments=len(segments))
 
     def delete_old_segments(self) -> int:
-        """Apply retention by age and by size; returns the number of segments deleted.
+        """Apply retention; returns the number of segments deleted.
 
-        Only whole, inactive segments are deleted, oldest first; the log start offset moves to
-        the first remaining segment. A log whose `cleanup.policy` lacks `delete` (compact only)
-        keeps every segment, as Kafka's `deleteOldSegments`.
+        Only whole, inactive segments are deleted, oldest first: first those wholly below the
+        log start offset (a DeleteRecords moved it past them: Kafka's
+        `deleteLogStartOffsetBreachedSegments`, whatever the cleanup policy), then by age and by
+        size; the log start offset moves to the first remaining segment when that is later.
+        A log whose `cleanup.policy` lacks `delete` (compact only) keeps every other segment,
+        as Kafka's `deleteOldSegments`.
         """
         with self._lock:
             self._check_open()
-            if not self.config.delete:
-                return 0
-            deleted = self._delete_expired_by_age() + self._delete_beyond_size()
+            deleted = self._delete_log_start_offset_breached()
+            if self.config.delete:
+                deleted += self._delete_expired_by_age() + self._delete_beyond_size()
             if deleted:
                 self._log_start_offset = max(self._log_start_offset, self._bases[0])
                 self._epochs.truncate_from_start(self._log_start_offset)
@@ -672,6 +727,13 @@ class Log:
                     log_start_offset=self._log_start_offset,
                 )
             return deleted
+
+    def _delete_log_start_offset_breached(self) -> int:
+        deleted = 0
+        while len(self._bases) > 1 and self._bases[1] <= self._log_start_offset:
+            self._log_segments.remove(self._bases[0]).delete()
+            deleted += 1
+        return deleted
 
     def _delete_expired_by_age(self) -> int:
         if self.config.retention_ms < 0:

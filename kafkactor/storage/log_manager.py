@@ -6,7 +6,7 @@ import fcntl
 import functools
 import os
 import threading
-from collections.abc import MutableMapping
+from collections.abc import Collection, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +29,7 @@ __all__ = [
     "CLEANER_OFFSET_CHECKPOINT",
     "CLEAN_SHUTDOWN_FILE",
     "LOCK_FILE",
+    "LOG_START_OFFSET_CHECKPOINT",
     "RECOVERY_POINT_CHECKPOINT",
     "DataDirectoryInUseError",
     "LogManager",
@@ -38,6 +39,7 @@ __all__ = [
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 
 
 class DataDirectoryInUseError(StorageError):
@@ -52,6 +54,8 @@ class LogManagerConfig:
     retention_check_interval_ms: int = 5 * 60 * 1000  # log.retention.check.interval.ms
     flush_check_interval_ms: int = 1000  # log.flush.scheduler.interval.ms (Kafka: Long.Max)
     recovery_point_checkpoint_interval_ms: int = 60_000  # log.flush.offset.checkpoint.interval.ms
+    # log.flush.start.offset.checkpoint.interval.ms
+    log_start_offset_checkpoint_interval_ms: int = 60_000
     # log.cleaner.threads: 0 turns compaction off (Kafka's log.cleaner.enable=false); one
     # cleaner at most here, run on the scheduler
     cleaner_threads: int = 1
@@ -69,10 +73,12 @@ class LogManager:
 
     On `startup()` it locks the directory, opens every `<topic>-<partition>` log in it and
     recovers them from the recovery points in `recovery-point-offset-checkpoint`, or skips
-    recovery when the previous shutdown was clean (`.kafka_cleanshutdown` present). It then
-    schedules retention, flushing of logs older than their `flush_interval_ms`, the
-    recovery-point checkpoint and, unless `cleaner_threads` is 0, compaction of the logs with
-    `cleanup.policy=compact` (`clean_logs`, Kafka's cleaner thread) on the given Scheduler.
+    recovery when the previous shutdown was clean (`.kafka_cleanshutdown` present); each log
+    starts where `log-start-offset-checkpoint` says when a DeleteRecords moved its start inside
+    its first segment. It then schedules retention, flushing of logs older than their
+    `flush_interval_ms`, the recovery-point and log-start-offset checkpoints and, unless
+    `cleaner_threads` is 0, compaction of the logs with `cleanup.policy=compact`
+    (`clean_logs`, Kafka's cleaner thread) on the given Scheduler.
     `shutdown()` stops a cleaning in progress, flushes, checkpoints, closes every log and
     leaves the clean-shutdown marker.
     """
@@ -99,6 +105,7 @@ class LogManager:
         self._lock_fd: int | None = None
         self._tasks: list[ScheduledTask] = []
         self._checkpoint = OffsetCheckpoint(self.data_dir / RECOVERY_POINT_CHECKPOINT)
+        self._start_checkpoint = OffsetCheckpoint(self.data_dir / LOG_START_OFFSET_CHECKPOINT)
         self.had_clean_shutdown = False
         self.cleaner = LogCleaner()
         self.cleaner_manager = LogCleanerManager(self.data_dir, self.all_logs)
@@ -133,6 +140,12 @@ class LogManager:
                 delay_ms=interval.recovery_point_checkpoint_interval_ms,
                 period_ms=interval.recovery_point_checkpoint_interval_ms,
             ),
+            self.scheduler.schedule(
+                "kafka-log-start-offset-checkpoint",
+                self.checkpoint_log_start_offsets,
+                delay_ms=interval.log_start_offset_checkpoint_interval_ms,
+                period_ms=interval.log_start_offset_checkpoint_interval_ms,
+            ),
         ]
         if interval.cleaner_threads:
             self._tasks.append(
@@ -149,6 +162,7 @@ class LogManager:
         marker = self.data_dir / CLEAN_SHUTDOWN_FILE
         self.had_clean_shutdown = marker.exists()
         recovery_points = self._checkpoint.read()
+        log_start_offsets = self._start_checkpoint.read()
         for directory in sorted(p for p in self.data_dir.iterdir() if p.is_dir()):
             tp = parse_topic_partition(directory)
             self._logs[tp] = Log(
@@ -158,6 +172,7 @@ class LogManager:
                 clock=self.clock,
                 scheduler=self.scheduler,
                 clean_shutdown=self.had_clean_shutdown,
+                log_start_offset=log_start_offsets.get(tp, 0),
             )
         _log.info(
             "log_manager.loaded",
@@ -178,6 +193,7 @@ class LogManager:
             for log in self._logs.values():
                 log.flush()
             self.checkpoint_recovery_points()
+            self.checkpoint_log_start_offsets()
             for log in self._logs.values():
                 log.close()
             marker = self.data_dir / CLEAN_SHUTDOWN_FILE
@@ -239,6 +255,20 @@ class LogManager:
     def config_for(self, topic: str) -> LogConfig:
         return self._topic_configs.get(topic, self.config.default_log_config)
 
+    def update_topic_config(
+        self, topic: str, config: LogConfig, *, except_for: Collection[TopicPartition] = ()
+    ) -> None:
+        """Kafka's `LogManager.updateTopicConfig`: logs of `topic` created from now on get
+        `config`, and so does every one already open but those in `except_for` (served by a
+        partition actor, which swaps its own log's config)."""
+        with self._lock:
+            self._topic_configs[topic] = config
+            logs = [
+                log for tp, log in self._logs.items() if tp.topic == topic and tp not in except_for
+            ]
+        for log in logs:
+            log.update_config(config)
+
     def get_log(self, tp: TopicPartition) -> Log | None:
         with self._lock:
             return self._logs.get(tp)
@@ -272,6 +302,7 @@ class LogManager:
         if log is not None:
             self.cleaner_manager.abort_cleaning(tp)  # it writes files in the directory
             log.delete()
+            self.checkpoint_log_start_offsets()  # a topic created again starts at 0
             if log.config.compact:
                 self.cleaner_manager.update_checkpoints()  # drops its first dirty offset
 
@@ -331,6 +362,19 @@ class LogManager:
         """Write every log's recovery point to `recovery-point-offset-checkpoint`."""
         with self._lock:
             self._checkpoint.write({tp: log.recovery_point for tp, log in self._logs.items()})
+
+    def checkpoint_log_start_offsets(self) -> None:
+        """Write `log-start-offset-checkpoint`: Kafka's `checkpointLogStartOffsetsInDir`, only
+        the logs whose start lies past their first segment's base (a DeleteRecords moved it;
+        every other log starts at its first segment anyway)."""
+        with self._lock:
+            self._start_checkpoint.write(
+                {
+                    tp: log.log_start_offset
+                    for tp, log in self._logs.items()
+                    if log.log_start_offset > log.first_segment_base_offset
+                }
+            )
 
 
 def _fsync_directory(directory: Path) -> None:
