@@ -664,6 +664,9 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     nemesis.set_defaults(func=_cmd_nemesis)
+    from kafkactor.admin.topic_command import add_topics_command
+
+    add_topics_command(commands)
     return parser
 
 
