@@ -15,14 +15,14 @@ import argparse
 import re
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from kafkactor.admin.admin_client import AdminClient, AdminError, ConfigEntry, TopicInfo
-from kafkactor.messages import ErrorCode
+if TYPE_CHECKING:  # the codec takes a while to load: imported when a command runs
+    from kafkactor.admin.admin_client import AdminClient, ConfigEntry, TopicInfo
 
-__all__ = ["add_topics_command", "parse_replica_assignment", "run_topics"]
+__all__ = ["ACTIONS", "add_topics_command", "parse_replica_assignment", "run_topics"]
 
-_ACTIONS = ("create", "list", "describe", "alter", "delete")
+ACTIONS = ("create", "list", "describe", "alter", "delete")
 
 
 def add_topics_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -37,7 +37,7 @@ def add_topics_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
         ),
     )
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]")
-    for action in _ACTIONS:
+    for action in ACTIONS:
         parser.add_argument(f"--{action}", action="store_true")
     parser.add_argument(
         "--topic", help="the topic; for --list, --describe, --alter and --delete a regex"
@@ -63,10 +63,10 @@ def add_topics_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
 
 
 def run_topics(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    """Run one `kafkactor topics` action, printing to `out` (default: stdout); its exit
-    code."""
+    """Run one `kafkactor topics` action (`args` from `add_topics_command`'s parser),
+    printing to `out` (default: stdout); its exit code."""
     out = sys.stdout if out is None else out
-    chosen = [a for a in _ACTIONS if getattr(args, a)]
+    chosen = [a for a in ACTIONS if getattr(args, a)]
     if len(chosen) != 1:
         print(
             "Command must include exactly one action: --list, --describe, --create, --alter "
@@ -78,6 +78,8 @@ def run_topics(args: argparse.Namespace, out: TextIO | None = None) -> int:
     if action in ("create", "alter") and not args.topic:
         print(f'Missing required argument "[topic]" for --{action}', file=sys.stderr)
         return 2
+    from kafkactor.admin.admin_client import AdminClient, AdminError
+
     try:
         with AdminClient(args.bootstrap_server, timeout_s=args.timeout) as admin:
             {
@@ -129,6 +131,9 @@ def _configs(entries: Sequence[str]) -> dict[str, str]:
 
 
 def _create(admin: AdminClient, args: argparse.Namespace, out: TextIO) -> None:
+    from kafkactor.admin.admin_client import AdminError
+    from kafkactor.messages import ErrorCode
+
     if args.replication_factor is not None and not 1 <= args.replication_factor <= 32767:
         raise ValueError("The replication factor must be between 1 and 32767 inclusive")
     if args.partitions is not None and args.partitions < 1:
