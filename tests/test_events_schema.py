@@ -165,6 +165,14 @@ NOT_EXERCISED = {
     "log_cleaner.checkpoint_unreadable": (
         "needs a damaged cleaner-offset-checkpoint in a data dir with compacted logs"
     ),
+    "config_change.processed": (
+        "needs a topic config changed through ZooKeeper (tests/controller/"
+        "test_dynamic_topic_configs.py changes them)"
+    ),
+    "config_change.invalid": (
+        "needs a malformed notification under /config/changes or an override Kafka refuses "
+        "written there by hand (tests/controller/test_dynamic_topic_configs.py writes one)"
+    ),
     "broker.zk_register_failed": (
         "needs the broker's re-registration after a session expiry to time out, i.e. an old "
         "session holding /brokers/ids/<id> for longer than registration_timeout_s"

@@ -13,6 +13,7 @@ import pykka
 from kazoo.exceptions import NoNodeError
 
 from kafkactor.actors.controller import ControllerActor, ZooKeeperSession, zk_data
+from kafkactor.actors.controller.controller_config import ControllerConfig
 from kafkactor.actors.controller.topic_configs import (
     MappingTopicConfigRepository,
     ZkTopicConfigRepository,
@@ -62,6 +63,8 @@ class BrokerConfig:
     fetch_purgatory_purge_interval: int = 1000  # fetch.purgatory.purge.interval.requests
     apis: KafkaApisConfig = field(default_factory=KafkaApisConfig)
     group: GroupConfig = field(default_factory=GroupConfig)  # the group coordinator's settings
+    # the controller's (auto.leader.rebalance.enable, leader.imbalance.*)
+    controller: ControllerConfig = field(default_factory=ControllerConfig)
     # the broker's static properties as DescribeConfigs lists them (set by the properties
     # reader, kafkactor.server.KafkaConfig / SharedBrokerConfig); None: the topic-config
     # defaults only, and no broker properties to list
@@ -254,6 +257,7 @@ class Broker:
                 zk=self.zookeeper,
                 timer=self.timer,
                 log_defaults=self.config.log_manager.default_log_config,
+                config=self.config.controller,
             )
             directory.register(addresses.controller(broker), controller)
             self.refs.append(controller)

@@ -66,3 +66,41 @@ class ControlledShutdownResponse(Response):
 
     error_code: ErrorCode = ErrorCode.NONE
     remaining_partitions: tuple[TopicPartition, ...] = ()
+
+
+@message
+class PreferredReplicaElectionCreated:
+    """`/admin/preferred_replica_election` was created: elect the preferred leaders it lists."""
+
+
+@message
+class CheckLeaderImbalance:
+    """The leader-imbalance check is due (`leader.imbalance.check.interval.seconds`)."""
+
+
+@message
+class ElectLeadersRequest(Request):
+    """Elect leaders of these partitions (Kafka's ElectLeaders, KIP-183 and KIP-460):
+    `election_type` 0 is the preferred replica, 1 an unclean election of offline ones."""
+
+    election_type: int = 0
+    partitions: tuple[TopicPartition, ...] = ()
+
+
+@message
+class PartitionElectionResult:
+    """One partition's election: NONE with its new leader, or Kafka's error and message."""
+
+    topic: str = ""
+    partition: int = 0
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    leader: int = -1
+
+
+@message
+class ElectLeadersResponse(Response):
+    """A result per partition asked for (NOT_CONTROLLER for each when this broker's controller
+    is not the active one)."""
+
+    results: tuple[PartitionElectionResult, ...] = ()

@@ -89,6 +89,10 @@ def _group(name: str, attr: str, kind: Kind) -> Setting:
     return Setting(name, ("broker", "group", attr), kind)
 
 
+def _controller(name: str, attr: str, kind: Kind) -> Setting:
+    return Setting(name, ("broker", "controller", attr), kind)
+
+
 def _topic(topic: str, kind: Kind | None = None) -> Setting:
     """A broker-wide topic-config default: the broker property Kafka's
     `LogConfig.TopicConfigSynonyms` names for the topic-level key, setting the LogConfig field
@@ -146,6 +150,24 @@ SECTIONS: Final = (
                 "controlled.shutdown.retry.backoff.ms",
                 "controlled_shutdown_retry_backoff_ms",
                 NON_NEGATIVE,
+            ),
+        ),
+    ),
+    Section(
+        "Leader Balancing",
+        "The active controller elects preferred replicas back to leadership every interval,\n"
+        "for a broker not leading more than this percentage of the partitions it prefers.",
+        (
+            _controller("auto.leader.rebalance.enable", "auto_leader_rebalance_enable", Bool()),
+            _controller(
+                "leader.imbalance.per.broker.percentage",
+                "leader_imbalance_per_broker_percentage",
+                NON_NEGATIVE,
+            ),
+            _controller(
+                "leader.imbalance.check.interval.seconds",
+                "leader_imbalance_check_interval_seconds",
+                POSITIVE,
             ),
         ),
     ),
@@ -290,7 +312,6 @@ _THREADS = "kafkactor's actors and event loop have no such pool"
 _BUFFERS = "the log cleaner's buffers are not preallocated"
 _TRANSACTIONS = "transactions are not built"
 _METRICS = "no metrics reporters: the event log records what happens"
-_REBALANCE = "the controller does no preferred-leader rebalancing"
 # Kafka settings accepted and ignored, with the reason; `KafkaConfig.ignored` names those met.
 IGNORED: Final = {
     "num.network.threads": "the SocketServer is one asyncio event loop",
@@ -318,9 +339,6 @@ IGNORED: Final = {
     "transaction.max.timeout.ms": _TRANSACTIONS,
     "offsets.retention.minutes": "committed offsets do not expire here",
     "offsets.retention.check.interval.ms": "committed offsets do not expire here",
-    "auto.leader.rebalance.enable": _REBALANCE,
-    "leader.imbalance.check.interval.seconds": _REBALANCE,
-    "leader.imbalance.per.broker.percentage": _REBALANCE,
 }
 
 # Kafka settings refused with a reason rather than as unknown: name or prefix -> reason

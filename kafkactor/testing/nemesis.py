@@ -26,7 +26,7 @@ from kafkactor.actors.broker import BrokerConfig
 from kafkactor.actors.replication import ReplicaManagerConfig
 from kafkactor.testing.cluster import Cluster
 from kafkactor.testing.read_back import check_after, wait_for
-from kafkactor.testing.schedule import Action, Role, Schedule, Step, generate_schedule
+from kafkactor.testing.schedule import FAULTS, Action, Role, Schedule, Step, generate_schedule
 from kafkactor.testing.verdict import (
     Ack,
     ScheduleResult,
@@ -95,6 +95,8 @@ class FaultTarget(Protocol):
     def replicas(self, topic: str, partition: int) -> tuple[int, ...]: ...
 
     def kill_broker(self, broker_id: int, *, lose_unflushed: bool = False) -> None: ...
+
+    def stop_broker(self, broker_id: int, *, controlled: bool = False) -> bool: ...
 
     def restart_broker(self, broker_id: int) -> object: ...
 
@@ -171,7 +173,7 @@ class Nemesis:
         if step.action is Action.POWER_LOSS and not self._last_healthy:
             self.notes.append(f"{step.describe()}: skipped, the cluster was not healthy")
             return f"skipped on broker {broker}: the cluster was not healthy"
-        if step.action in (Action.KILL, Action.POWER_LOSS, Action.EXPIRE_SESSION, Action.ISOLATE):
+        if step.action in FAULTS:
             self.bound[step.name] = broker
             self._episode_brokers.add(broker)
         return self._act(step.action, broker)
@@ -190,6 +192,9 @@ class Nemesis:
             cluster.kill_broker(broker)
         elif action is Action.POWER_LOSS:
             cluster.kill_broker(broker, lose_unflushed=True)
+        elif action is Action.SHUTDOWN:
+            moved = cluster.stop_broker(broker, controlled=True)
+            return f"broker {broker}" + ("" if moved else " (still leading: stopped anyway)")
         elif action is Action.RESTART:
             if broker in cluster.live_brokers():
                 return f"broker {broker} is running"

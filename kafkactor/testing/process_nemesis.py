@@ -169,6 +169,13 @@ class ProcessTarget:
             raise ValueError("a process cannot lose its page cache: no power losses here")
         self.last = str(launcher.kill(self.layout.root, broker_id))
 
+    def stop_broker(self, broker_id: int, *, controlled: bool = False) -> bool:
+        """SIGTERM: the broker asks the controller for a controlled shutdown itself
+        (`controlled.shutdown.enable`), then exits; SIGKILL when it takes too long. Whether
+        its leaderships all moved is in its own event log, not known here (True)."""
+        self.last = str(launcher.stop(self.layout.root, broker_id))
+        return True
+
     def restart_broker(self, broker_id: int) -> object:
         """Start the broker again; one still isolated (its pause not healed yet) is paused
         again once it serves, as an isolated broker stays isolated in-process."""

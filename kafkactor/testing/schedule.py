@@ -28,6 +28,8 @@ class Action(StrEnum):
     """What a step does."""
 
     KILL = "kill"  # a crash: actors stop, nothing flushed; the page cache survives
+    # a clean stop (SIGTERM): Kafka's controlled shutdown moves its leaderships first
+    SHUTDOWN = "controlled-shutdown"
     POWER_LOSS = "power-loss"  # a crash that also loses what was not fsynced
     RESTART = "restart"
     EXPIRE_SESSION = "expire-session"  # the broker's ZooKeeper session expires
@@ -60,10 +62,13 @@ class EpisodeKind(StrEnum):
     ISOLATE_ONE_CRASH_TWO = "isolate-one-crash-two"
     RESTARTED_FOLLOWER_LEADS = "restarted-follower-leads"
     POWER_LOSS = "power-loss"
+    CONTROLLED_SHUTDOWN = "controlled-shutdown"
 
 
-FAULTS = frozenset({Action.KILL, Action.POWER_LOSS, Action.EXPIRE_SESSION, Action.ISOLATE})
-DOWN = frozenset({Action.KILL, Action.POWER_LOSS})
+FAULTS = frozenset(
+    {Action.KILL, Action.POWER_LOSS, Action.SHUTDOWN, Action.EXPIRE_SESSION, Action.ISOLATE}
+)
+DOWN = frozenset({Action.KILL, Action.POWER_LOSS, Action.SHUTDOWN})
 _RECOVERIES = frozenset({Action.RESTART, Action.HEAL})
 _MAX_MISSES = 4  # a schedule ends after this many episodes too long for the time left
 
@@ -78,6 +83,7 @@ SAFE_KINDS: dict[EpisodeKind, float] = {  # kind -> weight
     EpisodeKind.ISOLATE_ONE_CRASH_TWO: 1,
     EpisodeKind.RESTARTED_FOLLOWER_LEADS: 2,
     EpisodeKind.POWER_LOSS: 2,
+    EpisodeKind.CONTROLLED_SHUTDOWN: 1.5,
 }
 # The unsafe control needs faults that move leadership away from data only the old leader had.
 UNSAFE_KINDS: dict[EpisodeKind, float] = {
@@ -170,7 +176,9 @@ def _kill_and_restart(
         Step(after_s=delay, action=Action.RESTART, role=Role.BOUND, name=name),
     ]
     where = f"(p{partition})" if partition is not None else ""
-    verb = "power-loss" if action is Action.POWER_LOSS else "kill"
+    verb = {Action.POWER_LOSS: "power-loss", Action.SHUTDOWN: "controlled-shutdown"}.get(
+        action, "kill"
+    )
     return steps, f"{verb} {role}{where}, {speed} restart {delay:.2f}s"
 
 
@@ -184,6 +192,14 @@ def _episode_kill_controller(n: int, t: _Timing, partitions: int) -> _Episode:
 
 def _episode_kill_follower(n: int, t: _Timing, partitions: int) -> _Episode:
     return _kill_and_restart(n, t, Role.FOLLOWER, t.rng.randrange(partitions))
+
+
+def _episode_controlled_shutdown(n: int, t: _Timing, partitions: int) -> _Episode:
+    """A rolling restart's step: a leader, the controller or any broker stops cleanly (its
+    leaderships move first, while it still serves), then starts again."""
+    role = t.rng.choice([Role.LEADER, Role.CONTROLLER, Role.ANY])
+    partition = t.rng.randrange(partitions) if role is Role.LEADER else None
+    return _kill_and_restart(n, t, role, partition, Action.SHUTDOWN)
 
 
 def _episode_expire_session(n: int, t: _Timing, partitions: int) -> _Episode:
@@ -351,6 +367,7 @@ _EPISODES: dict[EpisodeKind, Callable[[int, _Timing, int], _Episode]] = {
     EpisodeKind.ISOLATE_ONE_CRASH_TWO: _episode_isolate_one_crash_two,
     EpisodeKind.RESTARTED_FOLLOWER_LEADS: _episode_restarted_follower_leads,
     EpisodeKind.POWER_LOSS: _episode_power_loss,
+    EpisodeKind.CONTROLLED_SHUTDOWN: _episode_controlled_shutdown,
 }
 
 

@@ -17,6 +17,7 @@ import javaproperties
 import pytest
 
 from kafkactor.actors.broker import BrokerConfig
+from kafkactor.actors.controller.controller_config import ControllerConfig
 from kafkactor.network.socket_server import SocketServerConfig
 from kafkactor.server import ConfigError, EndPoint, KafkaConfig
 from kafkactor.server.config import SharedBrokerConfig
@@ -43,6 +44,9 @@ zookeeper.connection.timeout.ms=4000
 controlled.shutdown.enable=false
 controlled.shutdown.max.retries=5
 controlled.shutdown.retry.backoff.ms=250
+auto.leader.rebalance.enable=false
+leader.imbalance.per.broker.percentage=25
+leader.imbalance.check.interval.seconds=60
 replica.lag.time.max.ms=30000
 replica.fetch.wait.max.ms=400
 replica.fetch.min.bytes=10
@@ -169,6 +173,11 @@ def test_a_full_file_sets_every_supported_property(tmp_path: Path) -> None:
     assert replica.high_watermark_checkpoint_interval_ms == 2500
     assert broker.producer_purgatory_purge_interval == 100
     assert broker.fetch_purgatory_purge_interval == 200
+    assert broker.controller == ControllerConfig(
+        auto_leader_rebalance_enable=False,
+        leader_imbalance_per_broker_percentage=25,
+        leader_imbalance_check_interval_seconds=60,
+    )
     apis = broker.apis
     assert (apis.auto_create_topics_enable, apis.delete_topic_enable) == (False, False)
     assert (apis.num_partitions, apis.default_replication_factor) == (3, 2)

@@ -207,7 +207,9 @@ def test_the_command_exits_2_when_processes_cannot_run(
 
 # -- against processes -----------------------------------------------------------------------
 
-SEED = 7  # isolate (pause) and heal, kill and restart, expire a session, heal-all a pause
+# kill and restart (KIP-101's case), isolate (pause) and heal, a controlled shutdown (SIGTERM)
+# and restart, expire a session, heal-all a pause
+SEED = 1906
 
 
 def _ours(marker: str) -> list[int]:
@@ -228,7 +230,13 @@ def _ours(marker: str) -> list[int]:
 def test_a_short_schedule_against_broker_processes_loses_nothing(tmp_path: Path) -> None:
     schedule = generate_schedule(SEED, 10, power_loss=False)
     actions = {step.action for step in schedule.steps}
-    assert {Action.ISOLATE, Action.HEAL, Action.KILL, Action.EXPIRE_SESSION} <= actions
+    assert {
+        Action.ISOLATE,
+        Action.HEAL,
+        Action.KILL,
+        Action.SHUTDOWN,
+        Action.EXPIRE_SESSION,
+    } <= actions
     started = time.monotonic()
     result = run_process_schedule(SEED, 10, events_dir=tmp_path)
     took = time.monotonic() - started
@@ -239,7 +247,13 @@ def test_a_short_schedule_against_broker_processes_loses_nothing(tmp_path: Path)
     assert result.liveness_ok and result.ok, line
     applied = "\n".join(result.applied)
     assert "FAILED" not in applied, applied
-    for did in ("paused (SIGSTOP)", "resumed (SIGCONT)", "killed (SIGKILL)", "serving on"):
+    for did in (
+        "paused (SIGSTOP)",
+        "resumed (SIGCONT)",
+        "killed (SIGKILL)",
+        "stopped (SIGTERM; exited in",
+        "serving on",
+    ):
         assert did in applied, applied
     assert " expired" in applied, applied
     assert "heal-all: healed" in applied, applied

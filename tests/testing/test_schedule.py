@@ -179,3 +179,25 @@ def test_bad_arguments_are_refused() -> None:
         generate_schedule(1, 0)
     with pytest.raises(ValueError):
         generate_schedule(1, 12, partitions=0)
+
+
+def test_a_controlled_shutdown_is_drawn_and_its_broker_restarted() -> None:
+    """A rolling restart's step: a broker stops cleanly (SHUTDOWN counts as down) and the
+    same episode starts it again."""
+    schedules = [generate_schedule(seed, 12) for seed in range(1, 40)]
+    episodes = [
+        (schedule, step)
+        for schedule in schedules
+        for step in schedule.steps
+        if step.action is Action.SHUTDOWN
+    ]
+    assert episodes, "no seed in 1-39 draws a controlled shutdown"
+    for schedule, shutdown in episodes:
+        assert validate_schedule(schedule.steps) == []
+        later = schedule.steps[schedule.steps.index(shutdown) + 1 :]
+        assert any(
+            (s.action is Action.RESTART and s.name == shutdown.name) or s.action is Action.HEAL_ALL
+            for s in later
+        )
+    with_one = next(s for s in schedules if any("controlled-shutdown" in e for e in s.episodes))
+    assert any(e.startswith("controlled-shutdown ") for e in with_one.episodes)

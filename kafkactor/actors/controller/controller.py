@@ -13,12 +13,14 @@ from kazoo.protocol.states import EventType
 
 from kafkactor.actors.controller import zk_data
 from kafkactor.actors.controller.channel import ControllerChannel
+from kafkactor.actors.controller.controller_config import ControllerConfig
+from kafkactor.actors.controller.replica_elections import ReplicaElections
 from kafkactor.actors.controller.state import (
     ControllerState,
     LeadershipChange,
 )
 from kafkactor.actors.controller.zk_session import ZooKeeperSession
-from kafkactor.actors.runtime import Directory, TracedActor, addresses, handles
+from kafkactor.actors.runtime import Directory, addresses, handles
 from kafkactor.common import (
     LEADER_DURING_DELETE,
     BrokerEndpoint,
@@ -55,7 +57,7 @@ class ControllerFencedError(RuntimeError):
     """Another controller with a newer epoch wrote the state this one was about to change."""
 
 
-class ControllerActor(TracedActor):
+class ControllerActor(ReplicaElections):
     """Every broker runs one; the one that creates the ephemeral `/controller` is the controller.
 
     - **Election.** It tries to create `/controller`; the winner increments `/controller_epoch`
@@ -103,6 +105,7 @@ class ControllerActor(TracedActor):
         zk: ZooKeeperSession,
         timer: Timer,
         log_defaults: LogConfig | None = None,
+        config: ControllerConfig | None = None,
     ) -> None:
         super().__init__(address, directory, clock, broker)
         self.broker_id = broker
@@ -121,6 +124,7 @@ class ControllerActor(TracedActor):
         self._deletes_sent: dict[int, int] = {}  # StopReplica(delete) correlation id -> broker
         self._channel = ControllerChannel()  # LeaderAndIsr / UpdateMetadata not answered yet
         self._resend: CallbackTask | None = None
+        self._init_replica_elections(config)  # preferred elections, ElectLeaders, rebalance
 
     @property
     def _zk(self) -> Any:
@@ -252,6 +256,7 @@ class ControllerActor(TracedActor):
         self._send_update_metadata()
         self._send_deletes(self.state.live_brokers)
         self._on_isr_change(IsrChangeNotified())
+        self._start_replica_elections()
 
     def _watch_children(self, path: str, event: Any) -> list[str]:
         def changed(watched: Any) -> None:
@@ -460,6 +465,7 @@ class ControllerActor(TracedActor):
             self._resend_at(next_at)
 
     def _forget_requests(self) -> None:
+        self._stop_replica_elections()
         self._channel.clear()
         if self._resend is not None:
             self._resend.cancel()

@@ -21,6 +21,7 @@ from kafkactor.actors.replication.request_log import log_produce_response
 from kafkactor.actors.runtime import Directory, TracedActor, handles
 from kafkactor.common import LogOffsetMetadata, PartitionLeaderState, TopicPartition
 from kafkactor.messages import ErrorCode
+from kafkactor.messages.config import UpdateLogConfig
 from kafkactor.messages.offsets import (
     EpochEndOffset,
 )
@@ -295,6 +296,17 @@ class PartitionActor(TracedActor):
         state.maybe_increment_high_watermark(self.log.log_end_offset)
         self._log_isr_change(change, isr_before)
         self._publish(HighWatermarkAdvanced, hw_moved=state.high_watermark != hw_before)
+
+    @handles(UpdateLogConfig)
+    def _on_update_log_config(self, update: UpdateLogConfig) -> None:
+        """A dynamic topic config (Kafka's Log.updateConfig): the log reads the new config
+        from its next append, roll or retention check; acks=-1 appends and waiting produces
+        follow its `min.insync.replicas` from now on."""
+        config = zk_data.log_config_from(dict(update.config))
+        self.state.min_insync_replicas = config.min_insync_replicas
+        self.log.update_config(config)
+        if not self._stopped and self.state.is_leader:  # waiting produces check again
+            self._publish(HighWatermarkAdvanced, hw_moved=False, to_produce=True)
 
     def _log_isr_change(self, change: PendingIsrChange, isr_before: tuple[int, ...]) -> None:
         """`partition.isr_shrink` / `partition.isr_expand` for a committed change."""

@@ -32,6 +32,7 @@ from kafkactor.actors.replication.scatter_gather import ScatterGather
 from kafkactor.actors.runtime import Directory, TraceContext, TracedActor, addresses, handles
 from kafkactor.common import OFFSETS_TOPIC, PartitionLeaderState, TopicPartition
 from kafkactor.messages import ErrorCode, ErrorResponse, Request, Response
+from kafkactor.messages.config import TopicConfigChanged, UpdateLogConfig
 from kafkactor.messages.group import (
     OffsetsPartitionElected,
     OffsetsPartitionLoading,
@@ -803,6 +804,28 @@ class ReplicaManagerActor(TracedActor):
         for replica in self.replicas.values():
             if replica.is_leader:
                 self.send(replica.address, event)
+
+    # -- dynamic topic configs ---------------------------------------------------------------------
+
+    @handles(TopicConfigChanged)
+    def _on_topic_config_changed(self, event: TopicConfigChanged) -> None:
+        """Kafka's TopicConfigHandler: the overrides over the broker's defaults are the topic's
+        config for logs opened from now on and for its open logs; a partition actor serving
+        one swaps its log's config itself (`UpdateLogConfig`), so its own state follows."""
+        topic = event.topic
+        try:
+            config = zk_data.log_config_from(
+                dict(event.overrides), base=self.log_manager.config.default_log_config
+            )
+        except ValueError as error:  # a znode Kafka's LogConfig.fromProps refuses: kept as is
+            self.log_event("config_change.invalid", entity=f"topics/{topic}", error=str(error))
+            return
+        served = {r.log.topic_partition: r for r in self.replicas.values() if r.topic == topic}
+        self.topic_configs[topic] = config
+        self.log_manager.update_topic_config(topic, config, except_for=served)
+        update = UpdateLogConfig(config=tuple(zk_data.topic_config_overrides(config).items()))
+        for replica in served.values():
+            self.send(replica.address, update)
 
     # -- fan-out of sub-requests to partitions ----------------------------------------------------
 

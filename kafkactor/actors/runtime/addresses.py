@@ -52,3 +52,8 @@ def group_coordinator(broker: int) -> str:
     """The broker's GroupCoordinator actor: the groups of the `__consumer_offsets` partitions
     it leads."""
     return f"broker/{broker}/group-coordinator"
+
+
+def dynamic_config_manager(broker: int) -> str:
+    """The broker's listener of `/config/changes` (Kafka's DynamicConfigManager)."""
+    return f"broker/{broker}/dynamic-config-manager"
