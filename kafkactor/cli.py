@@ -619,8 +619,9 @@ def build_parser() -> argparse.ArgumentParser:
         "nemesis",
         help="check acks=all under seeded fault schedules: no acked record lost, no divergence",
         description=(
-            "Run seeded, Jepsen-style fault schedules (crashes, fast and slow restarts, "
-            "ZooKeeper session expiries, isolation, power loss of one broker) against 3 "
+            "Run seeded, Jepsen-style fault schedules (crashes, controlled shutdowns, fast "
+            "and slow restarts, ZooKeeper session expiries, isolation, power loss of one "
+            "broker) against 3 "
             "brokers with acks=all, min ISR 2, RF 3, and check that no acknowledged record is "
             "lost, no replicas diverge below the high watermark, and every partition has a "
             "leader and a full ISR soon after healing (docs/nemesis.md). One line per "
@@ -659,7 +660,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help=(
             "run against 3 `kafkactor broker` processes on a real ZooKeeper (Debian's package) "
-            "with librdkafka producers: SIGKILL, SIGSTOP/SIGCONT, restarts, session expiry; "
+            "with librdkafka producers: SIGKILL, SIGTERM, SIGSTOP/SIGCONT, restarts, session "
+            "expiry; "
             "no power losses; the verdict is read from the stopped brokers' data dirs"
         ),
     )
