@@ -35,6 +35,7 @@ from kafkactor.common import (
     UnknownTopicError,
 )
 from kafkactor.messages import ErrorCode, Response
+from kafkactor.messages.controller import ElectLeadersResponse, PartitionElectionResult
 from kafkactor.messages.offsets import (
     OffsetsForLeaderEpochRequest,
     OffsetsForLeaderEpochResponse,
@@ -57,7 +58,7 @@ from kafkactor.network.group_apis import OFFSETS_TOPIC_CONFIG
 from kafkactor.network.socket_server import SocketServerConfig
 from kafkactor.server.config import ConfigError, SharedBrokerConfig
 from kafkactor.storage import LogConfig
-from kafkactor.testing import cluster_configs
+from kafkactor.testing import cluster_elections
 from kafkactor.timer import Clock, SystemClock
 from kafkactor.tracing import get_logger
 from kafkactor.zk_model import EmbeddedZooKeeper
@@ -540,24 +541,6 @@ class Cluster:
         )
         return self.leader(topic, partition)
 
-    # -- dynamic topic configs (kafkactor.testing.cluster_configs) --------------------------------
-
-    def topic_config(self, topic: str) -> dict[str, str]:
-        """The topic's overrides by Kafka's names (`/config/topics/<t>` with ZooKeeper)."""
-        return cluster_configs.read_topic_config(self, topic)
-
-    def change_topic_config(self, topic: str, overrides: Mapping[str, str]) -> LogConfig:
-        """Replace the topic's overrides (a key left out reverts to the brokers' default), as
-        AlterConfigs does; checked as Kafka checks them. Returns without waiting for brokers."""
-        return cluster_configs.change_config(self, topic, overrides)
-
-    def alter_topic_config(self, topic: str, changes: Mapping[str, str | None]) -> LogConfig:
-        """Set (a value) or delete (None) some of the topic's overrides, as
-        IncrementalAlterConfigs does; returns once every live broker's replicas of the topic
-        run with the new config (`ControllerRequestError` after `request_timeout_s`).
-        With ZooKeeper through `/config/topics/<t>` and a change notification."""
-        return cluster_configs.alter_topic_config(self, topic, changes)
-
     def delete_topic(self, name: str) -> None:
         """Delete a topic: its replicas' logs, and every broker's metadata of it.
 
@@ -727,6 +710,28 @@ class Cluster:
         _log.info("cluster.broker_killed", broker=broker_id, lose_unflushed=lose_unflushed)
         if self._zk is None:
             self._update_metadata()
+
+    def elect_leaders(
+        self, partitions: Iterable[tuple[str, int]] | None = None, election: str = "preferred"
+    ) -> dict[tuple[str, int], PartitionElectionResult]:
+        """Kafka's ElectLeaders, asked of the active controller (ZooKeeper mode). `election`
+        "preferred": each partition's first assigned replica leads again if it is live and in
+        the ISR; "unclean": an offline partition gets a live replica, out of the ISR if need
+        be. `partitions` None: every partition, and those that needed no election are left
+        out, as in Kafka. Returns each partition's result (error NONE: `leader` leads now).
+        Raises ControllerRequestError without ZooKeeper (no controller to ask: the Cluster
+        leads a restarted broker's partitions back itself) or with no controller elected."""
+        if self._zk is None:
+            raise ControllerRequestError("elect_leaders needs ZooKeeper (a controller)")
+        request = cluster_elections.elect_request(self._zk, partitions, election)
+        controller = self.controller_id()
+        if controller is None:
+            raise ControllerRequestError("no controller is elected")
+        address = addresses.controller(controller)
+        response = self._result(controller, self._request(controller, request, address=address))
+        if not isinstance(response, ElectLeadersResponse):
+            raise ControllerRequestError(f"controller {controller} did not elect: {response}")
+        return cluster_elections.elect_results(response, everything=partitions is None)
 
     def stop_broker(self, broker_id: int, *, controlled: bool = False) -> bool:
         """Stop a broker cleanly (flushed, checkpointed; its ZooKeeper session closed).

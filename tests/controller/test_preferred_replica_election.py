@@ -98,7 +98,9 @@ def test_cluster_elect_leaders_answers_per_partition(quiet: Cluster) -> None:
     topic = "cluster-elect"
     preferred = _not_controller(quiet)
     others = [b for b in quiet.broker_ids if b != preferred]
-    quiet.create_topic(topic, assignments={0: (preferred, *others), 1: (others[0], preferred, others[1])})
+    quiet.create_topic(
+        topic, assignments={0: (preferred, *others), 1: (others[0], preferred, others[1])}
+    )
     _bounce_preferred(quiet, topic, 0)
 
     results = quiet.elect_leaders([(topic, 0), (topic, 1), (topic, 9)])
