@@ -14,6 +14,7 @@ from kazoo.exceptions import NoNodeError
 
 from kafkactor.actors.controller import ControllerActor, ZooKeeperSession, zk_data
 from kafkactor.actors.controller.controller_config import ControllerConfig
+from kafkactor.actors.controller.dynamic_config_manager import DynamicConfigManagerActor
 from kafkactor.actors.controller.topic_configs import (
     MappingTopicConfigRepository,
     ZkTopicConfigRepository,
@@ -144,7 +145,11 @@ class Broker:
                 zookeeper,
                 lambda: BrokerRegistration(broker_id, *self.endpoint, self.clock.now_ms()).encode(),
                 on_lost=lambda: directory.tell(controller, ZooKeeperSessionLost()),
-                on_started=lambda: directory.tell(controller, ZooKeeperSessionStarted()),
+                on_started=lambda: _tell_all(
+                    directory,
+                    (controller, addresses.dynamic_config_manager(broker_id)),
+                    ZooKeeperSessionStarted(),
+                ),
             )
 
     @property
@@ -249,6 +254,7 @@ class Broker:
             self._start_network()
         if self.zookeeper is not None:
             self.zookeeper.start()  # registered: the controller will send LeaderAndIsr
+            self._start_dynamic_config_manager()
             controller = ControllerActor.start(
                 addresses.controller(broker),
                 directory,
@@ -269,6 +275,22 @@ class Broker:
             clean_shutdown=self.log_manager.had_clean_shutdown,
         )
         return self
+
+    def _start_dynamic_config_manager(self) -> None:
+        """Kafka's DynamicConfigManager: topic config changes under `/config/changes` reach
+        this broker's logs and partitions (started before the controller, stopped after)."""
+        assert self.zookeeper is not None
+        address = addresses.dynamic_config_manager(self.broker_id)
+        ref = DynamicConfigManagerActor.start(
+            address,
+            self.directory,
+            self.clock,
+            self.broker_id,
+            zk=self.zookeeper,
+            defaults=self.config.log_manager.default_log_config,
+        )
+        self.directory.register(address, ref)
+        self.refs.append(ref)
 
     def _start_network(self) -> None:
         assert self.listener is not None
@@ -414,6 +436,11 @@ class Broker:
         """Live actors of this broker (every actor is a thread)."""
         prefix = addresses.broker_prefix(self.broker_id) + "/"
         return sum(1 for a in self.directory.addresses() if a.startswith(prefix))
+
+
+def _tell_all(directory: Directory, targets: tuple[str, ...], message: Any) -> None:
+    for address in targets:
+        directory.tell(address, message)
 
 
 class _CurrentClient:

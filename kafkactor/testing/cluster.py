@@ -58,7 +58,7 @@ from kafkactor.network.group_apis import OFFSETS_TOPIC_CONFIG
 from kafkactor.network.socket_server import SocketServerConfig
 from kafkactor.server.config import ConfigError, SharedBrokerConfig
 from kafkactor.storage import LogConfig
-from kafkactor.testing import cluster_elections
+from kafkactor.testing import cluster_configs, cluster_elections
 from kafkactor.timer import Clock, SystemClock
 from kafkactor.tracing import get_logger
 from kafkactor.zk_model import EmbeddedZooKeeper
@@ -540,6 +540,24 @@ class Cluster:
             f"a leader for {topic}-{partition}",
         )
         return self.leader(topic, partition)
+
+    # -- dynamic topic configs (kafkactor.testing.cluster_configs) --------------------------------
+
+    def topic_config(self, topic: str) -> dict[str, str]:
+        """The topic's overrides by Kafka's names (`/config/topics/<t>` with ZooKeeper)."""
+        return cluster_configs.read_topic_config(self, topic)
+
+    def change_topic_config(self, topic: str, overrides: Mapping[str, str]) -> LogConfig:
+        """Replace the topic's overrides (a key left out reverts to the brokers' default), as
+        AlterConfigs does; checked as Kafka checks them. Returns without waiting for brokers."""
+        return cluster_configs.change_config(self, topic, overrides)
+
+    def alter_topic_config(self, topic: str, changes: Mapping[str, str | None]) -> LogConfig:
+        """Set (a value) or delete (None) some of the topic's overrides, as
+        IncrementalAlterConfigs does; returns once every live broker's replicas of the topic
+        run with the new config (`ControllerRequestError` after `request_timeout_s`).
+        With ZooKeeper through `/config/topics/<t>` and a change notification."""
+        return cluster_configs.alter_topic_config(self, topic, changes)
 
     def delete_topic(self, name: str) -> None:
         """Delete a topic: its replicas' logs, and every broker's metadata of it.

@@ -28,6 +28,7 @@ from kafkactor.common import (
     TopicPartition,
 )
 from kafkactor.messages import ErrorCode, ErrorResponse, Response
+from kafkactor.messages.config import TopicUncleanElectionChanged
 from kafkactor.messages.controller import (
     BrokersChanged,
     ControlledShutdownRequest,
@@ -363,6 +364,29 @@ class ControllerActor(ReplicaElections):
             # deletion resumes: its replicas there of topics being deleted go now
             self._send_deletes(starting)
         self._send_update_metadata()
+
+    @handles(TopicUncleanElectionChanged)
+    def _on_unclean_election_changed(self, event: TopicUncleanElectionChanged) -> None:
+        """A topic's `unclean.leader.election.enable` changed (Kafka 2.8's TopicConfigHandler
+        → enableTopicUncleanLeaderElection): from now on its elections follow it, and when
+        it turned true its offline partitions are elected from live out-of-sync replicas."""
+        topic = event.topic
+        if not self.is_controller or topic not in self.state.topics():
+            return
+        if not event.enabled or topic in self.state.deleting_topics():
+            self.state.unclean_topics.discard(topic)
+            return
+        self.state.unclean_topics.add(topic)
+        changes = []
+        for key, state in sorted(self.state.partitions.items()):
+            if key.topic == topic and state.leader not in self.state.live_brokers:
+                change = self.state.elect(state, "unclean.leader.election.enable set")
+                if change is not None:
+                    self.state.partitions[key] = change.after
+                    changes.append(change)
+        if changes:
+            self._apply(changes)
+            self._send_update_metadata()
 
     @handles(TopicsChanged)
     def _on_topics_changed(self, _event: TopicsChanged) -> None:
