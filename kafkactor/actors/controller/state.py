@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
+from kafkactor.actors.controller.replica_assignment import ReplicaAssignment
 from kafkactor.common import NO_LEADER, PartitionLeaderState, TopicPartition
 
 
@@ -60,6 +61,9 @@ class ControllerState:
         self.deleting: dict[TopicPartition, PartitionLeaderState] = {}  # topics being deleted
         self.undeleted: dict[TopicPartition, set[int]] = {}  # their replicas still to delete
         self.shutting_down: set[int] = set()  # live brokers in a controlled shutdown
+        # partitions being reassigned (KIP-455, `reassignment.py`): their RS, AR and RR;
+        # `partitions` holds RS as their replicas meanwhile
+        self.reassigning: dict[TopicPartition, ReplicaAssignment] = {}
 
     # -- topics ----------------------------------------------------------------------------------
 
