@@ -214,6 +214,15 @@ class Broker:
                 purge_interval=self.config.fetch_purgatory_purge_interval,
                 logs=self.logs,
             ),
+            ReplicaPurgatoryActor.start(
+                addresses.delete_records_purgatory(broker),
+                directory,
+                self.timer,
+                clock,
+                broker,
+                name="DeleteRecords",
+                purge_interval=1,  # Kafka's delete.records.purgatory.purge.interval.requests
+            ),
             ReplicaManagerActor.start(
                 addresses.replica_manager(broker),
                 directory,
@@ -244,6 +253,7 @@ class Broker:
                 addresses.reaper(broker),
                 addresses.produce_purgatory(broker),
                 addresses.fetch_purgatory(broker),
+                addresses.delete_records_purgatory(broker),
                 addresses.replica_manager(broker),
                 addresses.group_coordinator(broker),
             ],

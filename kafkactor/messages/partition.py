@@ -79,6 +79,7 @@ class FollowerFetchPosition:
     partition: int = 0
     replica_id: int = 0
     fetch_offset: int = 0
+    log_start_offset: int = -1  # the follower's, as its fetch says (-1: not said)
 
 
 @message
@@ -90,6 +91,7 @@ class AppendAsFollower(Request):
     records: bytes = b""
     leader_epoch: int = 0  # the epoch the fetcher followed: one from another leader is refused
     leader_high_watermark: int = 0
+    leader_log_start_offset: int = -1  # the follower's log start follows it (-1: not known)
 
 
 @message
@@ -122,6 +124,7 @@ class FollowerTruncated(Response):
     log_end_offset: int = 0
     latest_epoch: int = UNDEFINED_EPOCH
     completed: bool = True
+    log_start_offset: int = -1
 
 
 @message
@@ -132,6 +135,7 @@ class FollowerAppended(Response):
     message: str = ""
     log_end_offset: int = 0
     latest_epoch: int = UNDEFINED_EPOCH  # the latest leader epoch in the follower's log
+    log_start_offset: int = -1  # the follower's, which its next fetch tells the leader
 
 
 @message

@@ -89,6 +89,7 @@ class FetchPartition:
     fetch_offset: int = 0
     max_bytes: int = 1024 * 1024
     current_leader_epoch: int = UNDEFINED_EPOCH
+    log_start_offset: int = -1  # a follower's (Fetch v5+): the leader's low watermark needs it
 
 
 @message
@@ -251,6 +252,7 @@ class PartitionSnapshot:
     log_start_offset: int = 0
     high_watermark: LogOffsetMetadata = LogOffsetMetadata()
     log_end: LogOffsetMetadata = LogOffsetMetadata()
+    low_watermark: int = -1  # to the DeleteRecords purgatory only; -1 elsewhere
 
 
 @message
@@ -261,6 +263,12 @@ class LogEndOffsetAdvanced(PartitionSnapshot):
 @message
 class HighWatermarkAdvanced(PartitionSnapshot):
     """The HW moved (or the ISR changed): acks=-1 produces and consumer fetches may complete."""
+
+
+@message
+class LowWatermarkAdvanced(PartitionSnapshot):
+    """The low watermark moved (a DeleteRecords, or a follower's log start): DeleteRecords
+    waiting on this partition may complete."""
 
 
 @message

@@ -300,7 +300,7 @@ def _fetch(request: FetchRequest) -> WireCall:
                         current_leader_epoch=p.current_leader_epoch,
                         fetch_offset=p.fetch_offset,
                         last_fetched_epoch=-1,
-                        log_start_offset=-1,
+                        log_start_offset=p.log_start_offset,
                         partition_max_bytes=p.max_bytes,
                     )
                     for p in partitions

@@ -255,6 +255,7 @@ class KafkaApis:
                     fetch_offset=int(p.fetch_offset),
                     max_bytes=int(p.partition_max_bytes),
                     current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
+                    log_start_offset=int(getattr(p, "log_start_offset", -1)),  # a follower's
                 )
                 for topic in body.topics
                 for p in topic.partitions

@@ -417,6 +417,30 @@ class Cluster:
             raise ControllerRequestError(f"broker {target} has no replica of {topic}-{partition}")
         return response
 
+    def delete_records(
+        self,
+        offsets: Mapping[TopicPartition | tuple[str, int], int],
+        *,
+        timeout_ms: int = 30_000,
+    ) -> dict[TopicPartition, int]:
+        """Kafka's `AdminClient.deleteRecords` (KIP-107): the records below each offset (-1:
+        below the high watermark) are deleted through the partition's leader; answers each
+        partition's low watermark once every live replica's log starts there. Raises
+        `records_deletion.DeleteRecordsError` (a `ClientError`) naming the partitions that
+        failed: an unknown one, an offset past the high watermark, a compacted topic, ..."""
+        from kafkactor.testing.records_deletion import delete_records
+
+        def leader(tp: TopicPartition) -> int:
+            try:
+                return self.leader(tp.topic, tp.partition)
+            except (KeyError, NoNodeError):  # no such topic or partition
+                return -1
+
+        def ask(broker: int, request: Any) -> Response:
+            return self._result(broker, self._request(broker, request))
+
+        return delete_records(offsets, leader=leader, ask=ask, timeout_ms=timeout_ms)
+
     # -- topics ----------------------------------------------------------------------------------
 
     def create_topic(

@@ -43,6 +43,8 @@ class PartitionFetchState:
     busy: bool = False
     retry_at_ms: int = 0
     early_retries: int = 0  # epoch questions retried soon since the leader last answered
+    log_start_offset: int = -1  # the follower's, which each fetch tells the leader
+    leader_log_start_offset: int = -1  # the leader's, as its last fetch answer said
 
     @property
     def topic(self) -> str:
@@ -192,8 +194,13 @@ class FetcherState:
         if state is None or state.truncating or state.busy:
             return None
         if data.error_code is ErrorCode.NONE:
-            changed = bool(data.records) or data.high_watermark != state.high_watermark
+            changed = (
+                bool(data.records)
+                or data.high_watermark != state.high_watermark
+                or data.log_start_offset != state.leader_log_start_offset
+            )
             state.high_watermark = data.high_watermark
+            state.leader_log_start_offset = data.log_start_offset
             return FetchedData(state, append=changed)
         if data.error_code is not ErrorCode.OFFSET_OUT_OF_RANGE:
             self.back_off([state], now_ms)  # e.g. leadership moved: wait for the controller
@@ -257,15 +264,17 @@ class FetcherState:
         latest_epoch: int,
         error_code: ErrorCode,
         now_ms: int,
+        log_start_offset: int = -1,
     ) -> PartitionFetchState | None:
-        """A local append or truncation answered with where the log now ends; the partition
-        backs off if the step failed. Returns its state when the step succeeded and the
-        partition is still current."""
+        """A local append or truncation answered with where the log now ends (and starts);
+        the partition backs off if the step failed. Returns its state when the step succeeded
+        and the partition is still current."""
         state = self.local_answer(correlation_id)
         if state is None:
             return None
         state.fetch_offset = log_end_offset
         state.latest_epoch = latest_epoch
+        state.log_start_offset = log_start_offset
         if error_code is not ErrorCode.NONE:
             self.back_off([state], now_ms)
             return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kafkactor.common import NO_LEADER, PartitionLeaderState
@@ -18,6 +19,7 @@ class FollowerProgress:
     last_caught_up_ms: int = 0
     last_fetch_leader_leo: int = UNKNOWN_OFFSET  # the leader's LEO at the previous fetch
     last_fetch_ms: int = 0
+    log_start_offset: int = UNKNOWN_OFFSET  # as its latest fetch said (Kafka's Replica's)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -220,7 +222,12 @@ class PartitionState:
         return ErrorCode.NONE
 
     def update_follower(
-        self, replica: int, fetch_offset: int, leader_log_end: int, now_ms: int
+        self,
+        replica: int,
+        fetch_offset: int,
+        leader_log_end: int,
+        now_ms: int,
+        log_start_offset: int = UNKNOWN_OFFSET,
     ) -> FollowerFetchOutcome:
         """A follower fetched from `fetch_offset`: its LEO; maybe the ISR and the HW move.
 
@@ -230,10 +237,13 @@ class PartitionState:
         below the HW has lost records it acknowledged (a power loss, a restart the controller
         has not seen yet): it leaves the ISR at once, so it can never be elected with a hole.
         Either change comes back as the outcome's pending `isr_change`, to write and commit.
+        The follower's `log_start_offset`, when its fetch says it, feeds the low watermark.
         """
         progress = self.followers.get(replica)
         if not self.is_leader or progress is None:
             return FollowerFetchOutcome()
+        if log_start_offset >= 0:
+            progress.log_start_offset = log_start_offset
         if replica in self.isr and fetch_offset < self.high_watermark:
             shrink = self._propose_isr(
                 tuple(r for r in self.isr if r != replica),
@@ -299,6 +309,19 @@ class PartitionState:
         if not lagging:
             return None
         return self._propose_isr(tuple(r for r in self.isr if r not in lagging), removed=lagging)
+
+    def low_watermark(self, leader_log_start_offset: int, is_alive: Callable[[int], bool]) -> int:
+        """Kafka's `lowWatermarkIfLeader`: the smallest log start offset over the leader and
+        every follower on a live broker (ISR or not), as their fetches last said; a follower
+        not heard from since this leadership began counts as UNKNOWN_OFFSET (-1). -1 when
+        this replica does not lead."""
+        if not self.is_leader:
+            return UNKNOWN_OFFSET
+        low = leader_log_start_offset
+        for replica, progress in self.followers.items():
+            if progress.log_start_offset < low and is_alive(replica):
+                low = progress.log_start_offset
+        return low
 
     def follower_log_end_offsets(self) -> dict[int, int]:
         return {replica: p.log_end_offset for replica, p in self.followers.items()}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NoNodeError
@@ -13,6 +15,11 @@ from kafkactor.actors.replication.delayed_produce import (
     delay_produce,
     produce_result,
     produce_status,
+)
+from kafkactor.actors.replication.delete_records import (
+    DeleteRecordsOnLeader,
+    delete_records_on_leader,
+    follow_leader_log_start,
 )
 from kafkactor.actors.replication.epoch_truncation import truncation_point
 from kafkactor.actors.replication.high_watermarks import HighWatermarks
@@ -43,6 +50,7 @@ from kafkactor.messages.replication import (
     HighWatermarkAdvanced,
     LeadershipChanged,
     LogEndOffsetAdvanced,
+    LowWatermarkAdvanced,
     PartitionDescription,
     PartitionSnapshot,
     ProduceRecordError,
@@ -118,6 +126,8 @@ class PartitionActor(TracedActor):
         fetch_purgatory: str,
         high_watermarks: HighWatermarks | None = None,
         zk: ZooKeeperSession | None = None,
+        delete_records_purgatory: str = "",
+        is_alive: Callable[[int], bool] | None = None,
     ) -> None:
         super().__init__(address, directory, clock, broker)
         self.zk = zk  # the broker's ZooKeeper session; None: no ZooKeeper
@@ -130,6 +140,11 @@ class PartitionActor(TracedActor):
         self.high_watermarks = high_watermarks
         self._hw_position: LogOffsetMetadata | None = None
         self._stopped = False
+        # the DeleteRecords purgatory hears of low watermark moves (KIP-107); a broker is
+        # alive when the metadata cache says so (Kafka's lowWatermarkIfLeader)
+        self.delete_records_purgatory = delete_records_purgatory
+        self.is_alive: Callable[[int], bool] = is_alive or (lambda _broker: True)
+        self._low_watermark = -1
         if high_watermarks is not None:
             high_watermarks.update(self.tp, state.high_watermark)
 
@@ -268,8 +283,13 @@ class PartitionActor(TracedActor):
         isr_before = state.isr
         hw_before = state.high_watermark
         outcome = state.update_follower(
-            event.replica_id, event.fetch_offset, self.log.log_end_offset, self.clock.now_ms()
+            event.replica_id,
+            event.fetch_offset,
+            self.log.log_end_offset,
+            self.clock.now_ms(),
+            event.log_start_offset,
         )
+        self._publish_low_watermark()
         change = outcome.isr_change
         changed = change is not None and self._apply_isr_change(change)
         if changed and change is not None and change.is_shrink:  # it lost acknowledged records
@@ -358,6 +378,8 @@ class PartitionActor(TracedActor):
         if state.update_follower_high_watermark(request.leader_high_watermark, log_end):
             self._hw_position = None
             self._record_high_watermark()
+        with contextlib.suppress(StorageError):  # the next fetch answer says it again
+            follow_leader_log_start(state, self.log, request.leader_log_start_offset)
         if tracing.is_enabled() and request.records and error is ErrorCode.NONE:
             self.log_event(
                 "partition.follower_append",
@@ -377,6 +399,7 @@ class PartitionActor(TracedActor):
                 message=reason,
                 log_end_offset=log_end,
                 latest_epoch=self.log.latest_epoch,
+                log_start_offset=self.log.log_start_offset,
             ),
         )
 
@@ -417,6 +440,7 @@ class PartitionActor(TracedActor):
                 log_end_offset=self.log.log_end_offset,
                 latest_epoch=self.log.latest_epoch,
                 completed=completed,
+                log_start_offset=self.log.log_start_offset,
             ),
         )
 
@@ -692,6 +716,34 @@ class PartitionActor(TracedActor):
         self.send(self.fetch_purgatory, snapshot)
         if to_produce or kind is not LogEndOffsetAdvanced:
             self.send(self.produce_purgatory, snapshot)
+        if kind is LeadershipChanged:
+            self._publish_low_watermark(snapshot)
+
+    # -- DeleteRecords (KIP-107) -----------------------------------------------------------------
+
+    @handles(DeleteRecordsOnLeader)
+    def _on_delete_records(self, request: DeleteRecordsOnLeader) -> None:
+        """Kafka's `Partition.deleteRecordsOnLeader`: move the log start, then tell the
+        DeleteRecords purgatory the low watermark before answering (the replica manager then
+        hands it the operation that waits for it)."""
+        result = delete_records_on_leader(self.state, self.log, request.offset, self.is_alive)
+        if result.error_code is ErrorCode.NONE:  # fetches answer the new log start from now on
+            self.send(self.fetch_purgatory, self.snapshot(LowWatermarkAdvanced))
+        self._publish_low_watermark()
+        self.reply(request, result)
+
+    def _publish_low_watermark(self, snapshot: PartitionSnapshot | None = None) -> None:
+        """Send the DeleteRecords purgatory a snapshot when the low watermark moved (or
+        `snapshot`, a leadership change, with it)."""
+        if not self.delete_records_purgatory:
+            return
+        state = self.state
+        low = state.low_watermark(self.log.log_start_offset, self.is_alive)
+        if snapshot is None and (low == self._low_watermark or self._stopped):
+            return
+        self._low_watermark = low
+        base = snapshot if snapshot is not None else self.snapshot(LowWatermarkAdvanced)
+        self.send(self.delete_records_purgatory, dataclasses.replace(base, low_watermark=low))
 
     def _record_high_watermark(self) -> None:
         if self.high_watermarks is not None:

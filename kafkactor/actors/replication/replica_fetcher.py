@@ -157,6 +157,7 @@ class ReplicaFetcherActor(TracedActor):
                         # KIP-320: a fetch sent before a newer epoch is fenced, and so cannot
                         # put this replica back in an ISR the controller just took it out of
                         current_leader_epoch=s.leader_epoch,
+                        log_start_offset=s.log_start_offset,  # the leader's low watermark
                     )
                     for s in states
                 ),
@@ -241,7 +242,9 @@ class ReplicaFetcherActor(TracedActor):
             if fetched is None:
                 continue
             if fetched.append:
-                self._append(fetched.state, data.records, data.high_watermark)
+                self._append(
+                    fetched.state, data.records, data.high_watermark, data.log_start_offset
+                )
             elif fetched.truncate_from is not None:
                 self._truncate(fetched.state, start_at=fetched.truncate_from)
         self._maybe_fetch()
@@ -266,7 +269,9 @@ class ReplicaFetcherActor(TracedActor):
 
     # -- local requests to the partitions ----------------------------------------------------------
 
-    def _append(self, state: PartitionFetchState, records: bytes, high_watermark: int) -> None:
+    def _append(
+        self, state: PartitionFetchState, records: bytes, high_watermark: int, log_start: int
+    ) -> None:
         self._ask_partition(
             state,
             AppendAsFollower(
@@ -275,6 +280,7 @@ class ReplicaFetcherActor(TracedActor):
                 records=records,
                 leader_epoch=state.leader_epoch,
                 leader_high_watermark=high_watermark,
+                leader_log_start_offset=log_start,
             ),
         )
 
@@ -318,6 +324,7 @@ class ReplicaFetcherActor(TracedActor):
             latest_epoch=response.latest_epoch,
             error_code=response.error_code,
             now_ms=self.clock.now_ms(),
+            log_start_offset=response.log_start_offset,
         )
 
     @handles(FollowerAppended)

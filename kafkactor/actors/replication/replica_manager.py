@@ -9,8 +9,14 @@ from typing import Any
 
 import pykka
 
-from kafkactor.actors.controller import ZooKeeperSession
+from kafkactor.actors.controller import ZooKeeperSession, zk_data
 from kafkactor.actors.replication.config import VALID_ACKS, ReplicaManagerConfig
+from kafkactor.actors.replication.delayed_delete_records import (
+    DeleteRecordsRequest,
+    DescribeLogDirsRequest,
+    delete_records_outcome,
+    plan_delete_records,
+)
 from kafkactor.actors.replication.delayed_produce import (
     delay_produce,
     produce_result,
@@ -19,6 +25,7 @@ from kafkactor.actors.replication.delayed_produce import (
 from kafkactor.actors.replication.fetcher_manager import ReplicaFetcherManager
 from kafkactor.actors.replication.high_watermarks import HighWatermarks
 from kafkactor.actors.replication.list_offsets import offset_for_timestamp
+from kafkactor.actors.replication.log_dirs import describe_log_dirs
 from kafkactor.actors.replication.metadata_cache import MetadataCache
 from kafkactor.actors.replication.partition import PartitionState
 from kafkactor.actors.replication.partition_actor import PartitionActor
@@ -395,6 +402,7 @@ class ReplicaManagerActor(TracedActor):
                             partition=part.partition,
                             replica_id=request.replica_id,
                             fetch_offset=part.fetch_offset,
+                            log_start_offset=part.log_start_offset,
                         ),
                     )
         self.send(
@@ -456,6 +464,41 @@ class ReplicaManagerActor(TracedActor):
                 )
             )
         self.reply(request, OffsetsForLeaderEpochResponse(partitions=tuple(answers)))
+
+    # -- DeleteRecords (KIP-107) and DescribeLogDirs ----------------------------------------------
+
+    @handles(DeleteRecordsRequest)
+    def _on_delete_records(self, request: DeleteRecordsRequest) -> None:
+        """Kafka's `ReplicaManager.deleteRecords`: each leader partition moves its log start;
+        the answer comes now, or from the DeleteRecords purgatory once the low watermarks
+        reach what was deleted (DelayedDeleteRecords)."""
+
+        def leader(topic: str, partition: int) -> str | None:
+            replica = self.replicas.get(f"{topic}-{partition}")
+            return replica.address if replica is not None and replica.is_leader else None
+
+        def error(topic: str, partition: int) -> ErrorCode:
+            return self._leader_error(topic, partition, self.replicas.get(f"{topic}-{partition}"))
+
+        plan = plan_delete_records(request, leader, error)
+
+        def deleted(answers: dict[str, Response]) -> None:
+            outcome = delete_records_outcome(request, plan, answers)
+            if isinstance(outcome, DelayOperation):
+                self.send(addresses.delete_records_purgatory(self.broker_id), outcome)
+            else:
+                self.reply(request, outcome)
+
+        if plan.orders:
+            self._fan_out(dict(plan.orders), deleted, origin=request)
+        else:
+            deleted({})
+
+    @handles(DescribeLogDirsRequest)
+    def _on_describe_log_dirs(self, request: DescribeLogDirsRequest) -> None:
+        """Kafka's `ReplicaManager.describeLogDirs`: this broker's data directory and the size
+        of every log in it."""
+        self.reply(request, describe_log_dirs(self.log_manager, request.topics))
 
     # -- list offsets ----------------------------------------------------------------------------
 
@@ -705,6 +748,8 @@ class ReplicaManagerActor(TracedActor):
             fetch_purgatory=addresses.fetch_purgatory(self.broker_id),
             high_watermarks=self.high_watermarks,
             zk=self.zk,
+            delete_records_purgatory=addresses.delete_records_purgatory(self.broker_id),
+            is_alive=lambda broker: broker in self.metadata_cache.live_brokers,
         )
         self.directory.register(address, ref)  # at once: messages follow before it runs
         replica = LocalReplica(topic=topic, partition=partition, address=address, ref=ref, log=log)

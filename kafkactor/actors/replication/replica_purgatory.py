@@ -8,13 +8,16 @@ from typing import Any
 
 from kafkactor.actors.purgatory import PurgatoryActor
 from kafkactor.actors.purgatory.purgatory_actor import CompletedBy
+from kafkactor.actors.replication.delayed_delete_records import DelayedDeleteRecords
 from kafkactor.actors.replication.delayed_fetch import DelayedFetch
 from kafkactor.actors.replication.delayed_produce import DelayedProduce
 from kafkactor.actors.runtime import Directory, handles
+from kafkactor.messages.delete_records import DeleteRecordsSpec
 from kafkactor.messages.replication import (
     FetchSpec,
     HighWatermarkAdvanced,
     LeadershipChanged,
+    LowWatermarkAdvanced,
     PartitionSnapshot,
     ProduceSpec,
 )
@@ -27,7 +30,8 @@ ISR_SHRINK = "isr_shrink"  # replicas left the ISR (the HW may have advanced wit
 HIGH_WATERMARK = "high_watermark"  # the HW advanced (a follower's fetch, or an append)
 ISR_EXPAND = "isr_expand"  # a follower rejoined the ISR
 APPEND = "append"  # the leader's log end advanced, and nothing above changed
-SNAPSHOT_CAUSES = (LEADERSHIP, ISR_SHRINK, HIGH_WATERMARK, ISR_EXPAND, APPEND)
+LOW_WATERMARK = "low_watermark"  # the low watermark advanced (the DeleteRecords purgatory's)
+SNAPSHOT_CAUSES = (LEADERSHIP, ISR_SHRINK, HIGH_WATERMARK, ISR_EXPAND, APPEND, LOW_WATERMARK)
 
 
 def snapshot_cause(previous: PartitionSnapshot | None, snapshot: PartitionSnapshot) -> str:
@@ -40,6 +44,8 @@ def snapshot_cause(previous: PartitionSnapshot | None, snapshot: PartitionSnapsh
     """
     if isinstance(snapshot, LeadershipChanged) or not (snapshot.exists and snapshot.is_leader):
         return LEADERSHIP
+    if isinstance(snapshot, LowWatermarkAdvanced):
+        return LOW_WATERMARK
     by_type = HIGH_WATERMARK if isinstance(snapshot, HighWatermarkAdvanced) else APPEND
     if previous is None:
         return by_type
@@ -133,3 +139,4 @@ class ReplicaPurgatoryActor(PurgatoryActor):
 
 ReplicaPurgatoryActor.register_operation(ProduceSpec, DelayedProduce)
 ReplicaPurgatoryActor.register_operation(FetchSpec, DelayedFetch)
+ReplicaPurgatoryActor.register_operation(DeleteRecordsSpec, DelayedDeleteRecords)

@@ -24,6 +24,10 @@ def fetch_purgatory(broker: int) -> str:
     return f"broker/{broker}/purgatory/fetch"
 
 
+def delete_records_purgatory(broker: int) -> str:
+    return f"broker/{broker}/purgatory/delete-records"
+
+
 def reaper(broker: int) -> str:
     return f"broker/{broker}/reaper"
 
