@@ -666,9 +666,11 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     nemesis.set_defaults(func=_cmd_nemesis)
+    from kafkactor.admin.reassign_command import add_reassign_command
     from kafkactor.admin.topic_command import add_topics_command
 
     add_topics_command(commands)
+    add_reassign_command(commands)
     return parser
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "ConfigEntry",
     "PartitionInfo",
     "TopicInfo",
+    "raise_for",
 ]
 
 # Kafka's API keys this client sends, and the versions of each it can build a request of
@@ -45,14 +46,26 @@ CREATE_TOPICS: Final = 19
 DELETE_TOPICS: Final = 20
 DESCRIBE_CONFIGS: Final = 32
 CREATE_PARTITIONS: Final = 37
+ALTER_PARTITION_REASSIGNMENTS: Final = 45
+LIST_PARTITION_REASSIGNMENTS: Final = 46
 _OWN_VERSIONS: Final[dict[int, tuple[int, int]]] = {
     METADATA: (1, 8),
     CREATE_TOPICS: (2, 4),
     DELETE_TOPICS: (1, 3),
     DESCRIBE_CONFIGS: (1, 2),
     CREATE_PARTITIONS: (0, 3),
+    ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    LIST_PARTITION_REASSIGNMENTS: (0, 0),
 }
-_CONTROLLER_ONLY: Final = frozenset({CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS})
+_CONTROLLER_ONLY: Final = frozenset(
+    {
+        CREATE_TOPICS,
+        DELETE_TOPICS,
+        CREATE_PARTITIONS,
+        ALTER_PARTITION_REASSIGNMENTS,
+        LIST_PARTITION_REASSIGNMENTS,
+    }
+)
 _MAX_FRAME: Final = 100 * 1024 * 1024
 _TOPIC_RESOURCE: Final = 2  # ConfigResource.Type.TOPIC
 DEFAULT_CONFIG_SOURCE: Final = 5  # DescribeConfigs v1+: ConfigSource.DEFAULT_CONFIG
@@ -202,9 +215,9 @@ class AdminClient:
             )
             return build(schema, topics=(topic,), timeout=self._timeout_ms(), validate_only=False)
 
-        answer = self._call(CREATE_TOPICS, body)
+        answer = self.call(CREATE_TOPICS, body)
         for result in answer.topics:
-            _raise_for(result.error_code, getattr(result, "error_message", None))
+            raise_for(result.error_code, getattr(result, "error_message", None))
 
     def create_partitions(
         self, topic: str, total: int, assignments: Sequence[Sequence[int]] | None = None
@@ -225,17 +238,17 @@ class AdminClient:
             )
             return build(schema, topics=(entry,), timeout=self._timeout_ms(), validate_only=False)
 
-        answer = self._call(CREATE_PARTITIONS, body)
+        answer = self.call(CREATE_PARTITIONS, body)
         for result in answer.results:
-            _raise_for(result.error_code, getattr(result, "error_message", None))
+            raise_for(result.error_code, getattr(result, "error_message", None))
 
     def delete_topics(self, names: Sequence[str]) -> None:
         def body(schema: Any) -> Any:
             return build(schema, topic_names=tuple(names), timeout=self._timeout_ms())
 
-        answer = self._call(DELETE_TOPICS, body)
+        answer = self.call(DELETE_TOPICS, body)
         for result in answer.responses:
-            _raise_for(result.error_code, getattr(result, "error_message", None))
+            raise_for(result.error_code, getattr(result, "error_message", None))
 
     def topic_configs(self, names: Sequence[str]) -> dict[str, list[ConfigEntry]]:
         """Every config of each topic in `names`, with its source."""
@@ -256,10 +269,10 @@ class AdminClient:
                 include_synonyms=False,
             )
 
-        answer = self._call(DESCRIBE_CONFIGS, body)
+        answer = self.call(DESCRIBE_CONFIGS, body)
         configs: dict[str, list[ConfigEntry]] = {}
         for result in answer.results:
-            _raise_for(result.error_code, result.error_message)
+            raise_for(result.error_code, result.error_message)
             configs[str(result.resource_name)] = [
                 ConfigEntry(name=str(c.name), value=c.value, source=int(c.config_source))
                 for c in result.configs
@@ -282,12 +295,12 @@ class AdminClient:
                 include_topic_authorized_operations=False,
             )
 
-        answer = self._call(METADATA, body, to_controller=False)
+        answer = self.call(METADATA, body, to_controller=False)
         self._brokers = {int(b.node_id): (str(b.host), int(b.port)) for b in answer.brokers}
         self._controller = int(answer.controller_id)
         return answer
 
-    def _call(self, api_key: int, body: Any, *, to_controller: bool | None = None) -> Any:
+    def call(self, api_key: int, body: Any, *, to_controller: bool | None = None) -> Any:
         """Send one request (`body(schema)` builds it in the version chosen) and return the
         answer; a controller-only request is sent to the controller, again after a
         NOT_CONTROLLER (the controller moved), until `timeout_s` passes."""
@@ -397,16 +410,20 @@ def _host_port(server: str) -> tuple[str, int]:
 
 
 def _not_controller(answer: Any) -> bool:
+    """NOT_CONTROLLER for the whole request (Kafka 2.4+'s reassignment APIs) or any entry."""
+    if int(getattr(answer, "error_code", 0)) == ErrorCode.NOT_CONTROLLER:
+        return True
     entries = (
         getattr(answer, "topics", None)
         or getattr(answer, "results", None)
         or getattr(answer, "responses", None)
         or ()
     )
-    return any(int(e.error_code) == ErrorCode.NOT_CONTROLLER for e in entries)
+    return any(int(getattr(e, "error_code", 0)) == ErrorCode.NOT_CONTROLLER for e in entries)
 
 
-def _raise_for(code: Any, message: str | None) -> None:
+def raise_for(code: Any, message: str | None) -> None:
+    """Raise `AdminError` for an error code other than NONE (its message, else its name)."""
     error = ErrorCode(int(code))
     if error is not ErrorCode.NONE:
         raise AdminError(error, message or error.name)
