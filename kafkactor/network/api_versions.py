@@ -33,7 +33,9 @@ class ApiKey(enum.IntEnum):
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
     DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
     DESCRIBE_CLUSTER = 60
 
 
@@ -72,6 +74,9 @@ SUPPORTED: Final[dict[ApiKey, tuple[int, int]]] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 3),
     # v0, removed in Kafka 4 (KIP-896) and absent from kio, through a transcribed entity
     ApiKey.DESCRIBE_CONFIGS: (0, 2),
+    # topics (dynamic topic configs); every broker config is refused as not dynamic
+    ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.DELETE_GROUPS: (0, 2),
     # v1 adds the endpoint type (KIP-919); a broker describes brokers
     ApiKey.DESCRIBE_CLUSTER: (0, 1),

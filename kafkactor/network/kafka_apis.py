@@ -37,6 +37,7 @@ from kafkactor.messages.replication import (
     ProduceResponse,
 )
 from kafkactor.network.admin_apis import AdminApis, KafkaApisConfig, ProducerIdSource, TopicAdmin
+from kafkactor.network.alter_config_apis import AlterConfigApis, TopicConfigAdmin
 from kafkactor.network.api_versions import SUPPORTED, ApiKey
 from kafkactor.network.cluster_apis import ClusterApis
 from kafkactor.network.codec import UnsupportedApiVersions, build, nested, response_type
@@ -122,6 +123,11 @@ class KafkaApis:
         self.inter_broker_apis = InterBrokerApis(broker_id)
         self.offset_apis = OffsetApis(broker_id)
         self.config_apis = ConfigApis(broker_id, properties, topic_configs)
+        self.alter_config_apis = AlterConfigApis(
+            broker_id,
+            admin if isinstance(admin, TopicConfigAdmin) else None,
+            properties.log_config if properties is not None else None,
+        )
         self.cluster_apis = ClusterApis(broker_id, self.config.cluster_id)
 
     def handle(self, header: RequestHeader, body: Any) -> Step:
@@ -381,6 +387,12 @@ class KafkaApis:
     def _describe_configs(self, header: RequestHeader, body: Any) -> Step:
         return self.config_apis.describe_configs(header.api_version, body)
 
+    def _alter_configs(self, header: RequestHeader, body: Any) -> Step:
+        return self.alter_config_apis.alter_configs(header.api_version, body)
+
+    def _incremental_alter_configs(self, header: RequestHeader, body: Any) -> Step:
+        return self.alter_config_apis.incremental_alter_configs(header.api_version, body)
+
     def _describe_cluster(self, header: RequestHeader, body: Any) -> Step:
         return self.cluster_apis.describe_cluster(header.api_version, body)
 
@@ -401,6 +413,8 @@ class KafkaApis:
         ApiKey.CREATE_TOPICS: _create_topics,
         ApiKey.DELETE_TOPICS: _delete_topics,
         ApiKey.DESCRIBE_CONFIGS: _describe_configs,
+        ApiKey.ALTER_CONFIGS: _alter_configs,
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: _incremental_alter_configs,
         ApiKey.DESCRIBE_CLUSTER: _describe_cluster,
         ApiKey.FIND_COORDINATOR: _group(GroupApis.find_coordinator),
         ApiKey.JOIN_GROUP: _group(GroupApis.join_group),

@@ -448,6 +448,45 @@ def _offset_for_leader_epoch_request(version: int) -> Any:
     )
 
 
+def alter_configs_request(version: int) -> Any:
+    """AlterConfigs of the topic (one override) and of broker 1 (refused: not dynamic)."""
+    schema = request_schema(ApiKey.ALTER_CONFIGS, version)
+    resource, entry = nested(schema, "AlterConfigsResource"), nested(schema, "AlterableConfig")
+    return make(
+        schema,
+        validate_only=False,
+        resources=(
+            make(
+                resource,
+                resource_type=2,
+                resource_name=TOPIC,
+                configs=(make(entry, name="retention.ms", value="60000"),),
+            ),
+            make(
+                resource,
+                resource_type=4,
+                resource_name="1",
+                configs=(make(entry, name="log.retention.ms", value="1"),),
+            ),
+        ),
+    )
+
+
+def incremental_alter_configs_request(version: int) -> Any:
+    """IncrementalAlterConfigs of the topic: one SET, one DELETE."""
+    schema = request_schema(ApiKey.INCREMENTAL_ALTER_CONFIGS, version)
+    resource, entry = nested(schema, "AlterConfigsResource"), nested(schema, "AlterableConfig")
+    configs = (
+        make(entry, name="retention.ms", config_operation=0, value="60000"),
+        make(entry, name="segment.bytes", config_operation=1, value=None),
+    )
+    return make(
+        schema,
+        validate_only=False,
+        resources=(make(resource, resource_type=2, resource_name=TOPIC, configs=configs),),
+    )
+
+
 _SAMPLES: Final[dict[ApiKey, Callable[[int], Any]]] = {
     ApiKey.PRODUCE: lambda version: produce_request(version, batch(b"sample"), acks=1),
     ApiKey.FETCH: lambda version: fetch_request(version, offset=3, max_wait_ms=100),
@@ -469,6 +508,8 @@ _SAMPLES: Final[dict[ApiKey, Callable[[int], Any]]] = {
     ApiKey.LIST_GROUPS: list_groups_request,
     ApiKey.DELETE_GROUPS: delete_groups_request,
     ApiKey.DESCRIBE_CONFIGS: describe_configs_request,
+    ApiKey.ALTER_CONFIGS: alter_configs_request,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs_request,
     ApiKey.DESCRIBE_CLUSTER: describe_cluster_request,
     **{api: functools.partial(_filled_request, api) for api in INTER_BROKER_APIS},
 }

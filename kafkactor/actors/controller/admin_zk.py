@@ -18,7 +18,7 @@ from typing import Any
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from kafkactor.actors.controller import zk_data
+from kafkactor.actors.controller import config_changes, zk_data
 from kafkactor.common import InvalidReplicaAssignmentError, TopicExistsError, UnknownTopicError
 from kafkactor.storage import LogConfig
 
@@ -191,6 +191,15 @@ class AdminZkClient:
             f"leaders for every partition of {name!r}",
         )
         return assignment
+
+    def topic_config(self, topic: str) -> dict[str, str]:
+        """Kafka's `fetchEntityConfig` for a topic: its overrides ({} without the znode)."""
+        return config_changes.fetch_topic_config(self._zk(), topic)
+
+    def change_topic_config(self, topic: str, overrides: Mapping[str, str]) -> None:
+        """Kafka's `changeTopicConfig`: `/config/topics/<t>` set to `overrides` (checked by
+        the caller) and a change notification created; every broker applies it."""
+        config_changes.change_topic_config(self._zk(), topic, overrides)
 
     def _led(self, topic: str, partition: int) -> bool:
         try:
