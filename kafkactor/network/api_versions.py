@@ -35,6 +35,7 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
     DESCRIBE_CLUSTER = 60
 
@@ -78,6 +79,9 @@ SUPPORTED: Final[dict[ApiKey, tuple[int, int]]] = {
     ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.DELETE_GROUPS: (0, 2),
+    # KIP-183 / KIP-460: v1 adds the election type, v2 is flexible; answered by the active
+    # controller's broker (NOT_CONTROLLER per partition elsewhere, as Kafka 2.8)
+    ApiKey.ELECT_LEADERS: (0, 2),
     # v1 adds the endpoint type (KIP-919); a broker describes brokers
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
 }

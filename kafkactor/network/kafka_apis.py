@@ -42,6 +42,7 @@ from kafkactor.network.api_versions import SUPPORTED, ApiKey
 from kafkactor.network.cluster_apis import ClusterApis
 from kafkactor.network.codec import UnsupportedApiVersions, build, nested, response_type
 from kafkactor.network.config_apis import BrokerProperties, ConfigApis, TopicConfigRepository
+from kafkactor.network.elect_leaders_apis import elect_leaders
 from kafkactor.network.group_apis import GroupApis
 from kafkactor.network.inter_broker_apis import InterBrokerApis
 from kafkactor.network.offset_apis import OffsetApis
@@ -430,6 +431,9 @@ class KafkaApis:
         ApiKey.STOP_REPLICA: _inter_broker(InterBrokerApis.stop_replica),
         ApiKey.UPDATE_METADATA: _inter_broker(InterBrokerApis.update_metadata),
         ApiKey.CONTROLLED_SHUTDOWN: _inter_broker(InterBrokerApis.controlled_shutdown),
+        ApiKey.ELECT_LEADERS: lambda apis, header, body: elect_leaders(
+            apis.broker_id, header.api_version, body
+        ),
     }
 
 

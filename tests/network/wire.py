@@ -312,6 +312,21 @@ def describe_configs_request(
     )
 
 
+def elect_leaders_request(
+    version: int, partitions: dict[str, list[int]] | None, election: int = 0
+) -> Any:
+    """ElectLeaders of `partitions` (topic -> partition ids; None: every partition); v1+ names
+    the election type (0 preferred, 1 unclean)."""
+    schema = request_schema(ApiKey.ELECT_LEADERS, version)
+    entry = sys.modules[schema.__module__].TopicPartitions
+    topics = (
+        None
+        if partitions is None
+        else tuple(make(entry, topic=t, partitions=tuple(ps)) for t, ps in partitions.items())
+    )
+    return make(schema, election_type=election, topic_partitions=topics)
+
+
 def describe_cluster_request(
     version: int, *, endpoint_type: int = 1, include_authorized_operations: bool = True
 ) -> Any:
@@ -511,6 +526,7 @@ _SAMPLES: Final[dict[ApiKey, Callable[[int], Any]]] = {
     ApiKey.ALTER_CONFIGS: alter_configs_request,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs_request,
     ApiKey.DESCRIBE_CLUSTER: describe_cluster_request,
+    ApiKey.ELECT_LEADERS: lambda version: elect_leaders_request(version, {TOPIC: [0, 1]}),
     **{api: functools.partial(_filled_request, api) for api in INTER_BROKER_APIS},
 }
 
