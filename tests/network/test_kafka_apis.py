@@ -25,7 +25,13 @@ from kafkactor.common import (
     UnknownTopicError,
 )
 from kafkactor.messages import ErrorCode, ErrorResponse, Request, Response
-from kafkactor.messages.controller import ControlledShutdownRequest, ControlledShutdownResponse
+from kafkactor.messages.controller import (
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    PartitionElectionResult,
+)
 from kafkactor.messages.group import (
     DeletedGroup,
     DeleteGroupsRequest,
@@ -981,6 +987,12 @@ _PLAUSIBLE: dict[type[Request], Callable[[Any], Response]] = {
     UpdateMetadata: lambda _: UpdateMetadataResponse(),
     ControlledShutdownRequest: lambda _: ControlledShutdownResponse(
         remaining_partitions=(TopicPartition(topic=TOPIC, partition=0),)
+    ),
+    ElectLeadersRequest: lambda request: ElectLeadersResponse(
+        results=tuple(
+            PartitionElectionResult(topic=p.topic, partition=p.partition, leader=1)
+            for p in request.partitions
+        )
     ),
 }
 
