@@ -150,6 +150,18 @@ MUST_SEE = frozenset(
 
 # Event types the schema names that this run does not produce, and why.
 NOT_EXERCISED = {
+    "controller.replica_election": (
+        "needs an ElectLeaders request, an /admin/preferred_replica_election znode or a "
+        "leader-imbalance check (tests/controller/test_preferred_replica_election.py)"
+    ),
+    "controller.bad_preferred_replica_election": (
+        "needs a malformed /admin/preferred_replica_election (tests/controller/"
+        "test_preferred_replica_election.py writes one)"
+    ),
+    "controller.leader_imbalance_check": (
+        "needs leader.imbalance.check.interval.seconds to pass (300 s by default; "
+        "tests/controller/test_preferred_replica_election.py sets 1 s)"
+    ),
     "controller.request_refused": (
         "needs a broker to refuse a LeaderAndIsr from a controller already deposed that does "
         "not know it yet (a race with its session loss); the refusing side, "

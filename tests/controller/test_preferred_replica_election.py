@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 
+import jsonschema
 import pytest
 
 from kafkactor.actors.controller.controller_config import ControllerConfig
@@ -19,8 +20,17 @@ from kafkactor.messages import ErrorCode
 from kafkactor.testing import Cluster, ControllerRequestError
 from tests.controller.support import SESSION_TIMEOUT_MS, settled_controller
 from tests.replication.support import FAST, WAIT_S, EventLog, wait_until
+from tests.test_events_schema import load_schema
 
 pytestmark = pytest.mark.timeout(90)
+
+VALIDATOR = jsonschema.Draft202012Validator(load_schema())
+
+
+def _valid(*events: dict[str, object]) -> None:
+    """The events as kafkactor/events.schema.json describes them."""
+    for event in events:
+        VALIDATOR.validate(event)
 
 
 def _cluster(**controller: object) -> Cluster:
@@ -75,6 +85,7 @@ def test_the_znode_elects_the_partitions_it_lists_and_goes(
     (event,) = events.named("controller.replica_election", trigger="zookeeper")
     assert event["elected"] == {f"{topic}-0": preferred}
     assert event["errors"] == {"UNKNOWN_TOPIC_OR_PARTITION": ["nope-0"]}
+    _valid(event)
 
     # the watch is set again: a second request is served too
     quiet._zk.create(
@@ -92,6 +103,7 @@ def test_a_malformed_znode_is_logged_and_deleted(quiet: Cluster, events: EventLo
     )
     (event,) = events.named("controller.bad_preferred_replica_election")
     assert "not a {'topic': string, 'partition': integer}" in event["error"]
+    _valid(event)
 
 
 def test_cluster_elect_leaders_answers_per_partition(quiet: Cluster) -> None:
@@ -162,4 +174,8 @@ def test_auto_rebalance_moves_leadership_back_after_a_restart(events: EventLog) 
             timeout_s=WAIT_S + 3,
             message="the preferred replica leads again",
         )
-        assert events.named("controller.replica_election", trigger="auto leader rebalance")
+        elected = events.named("controller.replica_election", trigger="auto leader rebalance")
+        assert elected
+        checks = events.named("controller.leader_imbalance_check")
+        assert any(check["to_elect"] == [f"{topic}-0"] for check in checks), checks
+        _valid(*elected, *checks)
