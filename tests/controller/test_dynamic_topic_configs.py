@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from functools import partial
 
 import pytest
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 
 from kafkactor.actors.controller import zk_data
 from kafkactor.actors.controller.config_changes import (
@@ -31,6 +32,7 @@ from tests.controller.support import (
     partition_without,
     settled_controller,
 )
+from tests.network.split_cluster import split_cluster
 from tests.replication.support import FAST, WAIT_S, EventLog, wait_until
 
 pytestmark = pytest.mark.timeout(90)
@@ -227,6 +229,38 @@ def test_unclean_election_enabled_on_an_offline_partition_elects_a_live_replica(
         assert cluster.leader("offline", p) == -1  # out of sync: no clean election
         cluster.alter_topic_config("offline", {"unclean.leader.election.enable": "true"})
         wait_until(lambda: cluster.leader("offline", p) == follower, message="unclean leader")
+
+
+def test_brokers_sharing_only_zookeeper_apply_an_alter_configs_sent_to_one() -> None:
+    """A broker process's wiring (its own Directory and ZkTopicConfigs, the AdminZkClient):
+    the change reaches every broker through ZooKeeper alone, and a broker restarted
+    afterwards opens its log with it."""
+    with split_cluster(3, config=FAST) as split:
+        split.admin.create_topic("split", 1, 3, {"segment.bytes": "100000"})
+        logs = lambda: [s.broker.logs.get("split-0") for s in split.brokers.values()]  # noqa: E731
+        wait_until(lambda: all(logs()), message="every replica open")
+        admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{split.brokers[1].port}")
+        try:
+            resource = ConfigResource(
+                ConfigResourceType.TOPIC, "split", {"max.message.bytes": "4000"}
+            )
+            assert admin.alter_configs([resource]) == {"topic": {"split": "OK"}}
+        finally:
+            admin.close()
+
+        def applied() -> bool:
+            found = logs()
+            return all(
+                log is not None
+                and (log.config.max_message_bytes, log.config.segment_bytes) == (4000, 100000)
+                for log in found
+            )
+
+        wait_until(applied, message="every broker's log to take the new config")
+        split.brokers[3].stop()
+        restarted = split.restart(3)
+        wait_until(lambda: "split-0" in restarted.broker.logs, message="the replica back")
+        assert restarted.broker.logs["split-0"].config.max_message_bytes == 4000
 
 
 # -- without ZooKeeper ----------------------------------------------------------------------------
