@@ -128,6 +128,21 @@ class InvalidReplicaAssignmentError(ValueError):
     is not registered."""
 
 
+class InvalidPartitionsError(ValueError):
+    """A partition count Kafka refuses (INVALID_PARTITIONS): CreatePartitions asking for no
+    more partitions than the topic has, or for more than a topic may have here."""
+
+
+class InvalidReplicationFactorError(ValueError):
+    """A replication factor Kafka refuses (INVALID_REPLICATION_FACTOR): more replicas than
+    there are registered brokers to hold them."""
+
+
+class TopicQueuedForDeletionError(ValueError):
+    """The topic is marked for deletion (`/admin/delete_topics/<t>`): Kafka refuses to add
+    partitions to it (INVALID_TOPIC_EXCEPTION, "The topic is queued for deletion.")."""
+
+
 VALUE_TYPES: tuple[type[object], ...] = (
     TopicPartition,
     LogOffsetMetadata,

@@ -479,6 +479,7 @@ def _controller_scenario(events: EventLog) -> None:
         cluster.create_topic(DELETED, partitions=1, replication_factor=3)
         wait_until(partial(events.named, "controller.resend"), message="controller.resend")
         cluster.directory.drop = None
+        cluster.create_partitions(DELETED, 2)  # controller.partitions_added
         cluster.delete_topic(DELETED)
         for name in ("controller.topic_deletion_started", "controller.topic_deleted"):
             wait_until(partial(events.named, name, topic=DELETED), message=name)

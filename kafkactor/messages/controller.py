@@ -30,6 +30,14 @@ class TopicsChanged:
 
 
 @message
+class PartitionsChanged:
+    """`/brokers/topics/<topic>` changed: partitions may have been added (Kafka's
+    PartitionModificationsListener)."""
+
+    topic: str = ""
+
+
+@message
 class IsrChangeNotified:
     """A leader announced ISR changes under `/isr_change_notification`."""
 

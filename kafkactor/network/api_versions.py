@@ -34,6 +34,7 @@ class ApiKey(enum.IntEnum):
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
@@ -78,6 +79,8 @@ SUPPORTED: Final[dict[ApiKey, tuple[int, int]]] = {
     # topics (dynamic topic configs); every broker config is refused as not dynamic
     ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    # Kafka 2.8's versions; only the active controller adds partitions (NOT_CONTROLLER)
+    ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.DELETE_GROUPS: (0, 2),
     # KIP-183 / KIP-460: v1 adds the election type, v2 is flexible; answered by the active
     # controller's broker (NOT_CONTROLLER per partition elsewhere, as Kafka 2.8)

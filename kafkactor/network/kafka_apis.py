@@ -46,6 +46,7 @@ from kafkactor.network.elect_leaders_apis import elect_leaders
 from kafkactor.network.group_apis import GroupApis
 from kafkactor.network.inter_broker_apis import InterBrokerApis
 from kafkactor.network.offset_apis import OffsetApis
+from kafkactor.network.partition_admin_apis import PartitionAdminApis
 from kafkactor.network.partition_answers import (
     FETCH,
     LIST_OFFSETS,
@@ -130,6 +131,7 @@ class KafkaApis:
             properties.log_config if properties is not None else None,
         )
         self.cluster_apis = ClusterApis(broker_id, self.config.cluster_id)
+        self.partition_admin_apis = PartitionAdminApis(broker_id, self.config, admin=admin)
 
     def handle(self, header: RequestHeader, body: Any) -> Step:
         api = header.api_key
@@ -417,6 +419,9 @@ class KafkaApis:
         ApiKey.ALTER_CONFIGS: _alter_configs,
         ApiKey.INCREMENTAL_ALTER_CONFIGS: _incremental_alter_configs,
         ApiKey.DESCRIBE_CLUSTER: _describe_cluster,
+        ApiKey.CREATE_PARTITIONS: lambda apis, header, body: (
+            apis.partition_admin_apis.create_partitions(header.api_version, body)
+        ),
         ApiKey.FIND_COORDINATOR: _group(GroupApis.find_coordinator),
         ApiKey.JOIN_GROUP: _group(GroupApis.join_group),
         ApiKey.SYNC_GROUP: _group(GroupApis.sync_group),

@@ -22,7 +22,8 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from kafkactor import zk_model
 from kafkactor.actors.broker import Broker, BrokerConfig
 from kafkactor.actors.controller import zk_data
-from kafkactor.actors.controller.admin_zk import plan_assignment
+from kafkactor.actors.controller.add_partitions import plan_added_partitions
+from kafkactor.actors.controller.admin_zk import AdminZkClient, plan_assignment
 from kafkactor.actors.runtime import Client, Directory, addresses
 from kafkactor.clients import Consumer, Producer
 from kafkactor.common import (
@@ -564,6 +565,79 @@ class Cluster:
             f"a leader for {topic}-{partition}",
         )
         return self.leader(topic, partition)
+
+    def create_partitions(
+        self,
+        topic: str,
+        total: int,
+        assignments: Sequence[Sequence[int]] | None = None,
+        *,
+        validate_only: bool = False,
+        max_partitions: int | None = None,
+    ) -> dict[int, tuple[int, ...]]:
+        """Grow `topic` to `total` partitions (Kafka's CreatePartitions); returns its whole
+        replica assignment. The new partitions get `assignments` (one replica list each, in
+        partition order, the first replica the leader) or replicas generated as Kafka does,
+        with Kafka's checks (`plan_added_partitions`: `InvalidPartitionsError`,
+        `InvalidReplicaAssignmentError`, `InvalidReplicationFactorError`; `UnknownTopicError`;
+        with ZooKeeper `TopicQueuedForDeletionError` for a topic marked for deletion).
+        `validate_only` checks and changes nothing.
+
+        With ZooKeeper the larger assignment is written to `/brokers/topics/<t>` and the
+        controller, which watches that znode, elects the new partitions' leaders; this returns
+        once each has an acting leader. Without ZooKeeper the Cluster sends LeaderAndIsr and
+        UpdateMetadata itself, as for a new topic."""
+        with self._admin_lock:  # brokers add partitions too (CreatePartitions)
+            if self._zk is not None:
+                whole = AdminZkClient(lambda: self._zk).create_partitions(
+                    topic,
+                    total,
+                    assignments,
+                    validate_only=validate_only,
+                    max_partitions=max_partitions,
+                    wait=False,
+                )
+            else:
+                existing = {
+                    p: s.replicas for (t, p), s in self.partition_states.items() if t == topic
+                }
+                if not existing:
+                    raise UnknownTopicError(f"The topic '{topic}' does not exist.")
+                added = plan_added_partitions(
+                    topic,
+                    existing,
+                    self.registered_brokers(),
+                    total,
+                    assignments,
+                    max_partitions=max_partitions,
+                )
+                whole = {**existing, **added}
+                if not validate_only:
+                    self._lead_added_partitions(topic, added)
+        if self._zk is not None and not validate_only:
+            self._wait_for(
+                lambda: all(self._is_led(topic, p) for p in range(len(whole))),
+                f"leaders for every partition of {topic!r}",
+            )
+        return whole
+
+    def _lead_added_partitions(self, topic: str, added: dict[int, tuple[int, ...]]) -> None:
+        """Without ZooKeeper: added partitions led by their first replica, all in the ISR."""
+        states = [
+            PartitionLeaderState(
+                topic=topic,
+                partition=p,
+                controller_epoch=self.controller_epoch,
+                leader=replicas[0],
+                isr=replicas,
+                replicas=replicas,
+            )
+            for p, replicas in added.items()
+        ]
+        for state in states:
+            self.partition_states[(topic, state.partition)] = state
+        self._leader_and_isr(states)
+        self._update_metadata()
 
     # -- dynamic topic configs (kafkactor.testing.cluster_configs) --------------------------------
 

@@ -463,6 +463,25 @@ def _offset_for_leader_epoch_request(version: int) -> Any:
     )
 
 
+def _create_partitions_request(version: int) -> Any:
+    schema = request_schema(ApiKey.CREATE_PARTITIONS, version)
+    topic_type = nested(schema, "CreatePartitionsTopic")
+    assignment_type = nested(schema, "CreatePartitionsAssignment")
+    return make(
+        schema,
+        topics=(
+            topic_type(name=TOPIC, count=i32(3), assignments=None),
+            topic_type(
+                name="other",
+                count=i32(2),
+                assignments=(assignment_type(broker_ids=(i32(2), i32(1))),),
+            ),
+        ),
+        timeout=datetime.timedelta(milliseconds=5000),
+        validate_only=False,
+    )
+
+
 def alter_configs_request(version: int) -> Any:
     """AlterConfigs of the topic (one override) and of broker 1 (refused: not dynamic)."""
     schema = request_schema(ApiKey.ALTER_CONFIGS, version)
@@ -527,6 +546,7 @@ _SAMPLES: Final[dict[ApiKey, Callable[[int], Any]]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs_request,
     ApiKey.DESCRIBE_CLUSTER: describe_cluster_request,
     ApiKey.ELECT_LEADERS: lambda version: elect_leaders_request(version, {TOPIC: [0, 1]}),
+    ApiKey.CREATE_PARTITIONS: _create_partitions_request,
     **{api: functools.partial(_filled_request, api) for api in INTER_BROKER_APIS},
 }
 

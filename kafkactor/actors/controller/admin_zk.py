@@ -16,10 +16,16 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from kafkactor.actors.controller import config_changes, zk_data
-from kafkactor.common import InvalidReplicaAssignmentError, TopicExistsError, UnknownTopicError
+from kafkactor.actors.controller.add_partitions import QUEUED_FOR_DELETION, plan_added_partitions
+from kafkactor.common import (
+    InvalidReplicaAssignmentError,
+    TopicExistsError,
+    TopicQueuedForDeletionError,
+    UnknownTopicError,
+)
 from kafkactor.storage import LogConfig
 
 __all__ = [
@@ -228,6 +234,60 @@ class AdminZkClient:
             return True  # a replica waits for its broker to come back: the mark stays
 
         self._wait(deleted, f"the deletion of topic {name!r}")
+
+    def create_partitions(
+        self,
+        topic: str,
+        total: int,
+        assignments: Sequence[Sequence[int]] | None = None,
+        *,
+        validate_only: bool = False,
+        max_partitions: int | None = None,
+        wait: bool = True,
+    ) -> dict[int, tuple[int, ...]]:
+        """Kafka's addPartitions: grow `topic` to `total` partitions, the new ones on
+        `assignments` (one replica list per new partition) or as Kafka generates them
+        (`plan_added_partitions`), by writing the larger assignment to `/brokers/topics/<t>`
+        (its other fields kept); the controller's watch of that znode elects their leaders.
+        Returns the whole assignment. Raises `TopicQueuedForDeletionError` for a topic marked
+        for deletion, `UnknownTopicError`, or `plan_added_partitions`' errors; writes nothing
+        when `validate_only` or on an error. With `wait`, returns once every new partition's
+        state znode names a registered leader (`TopicAdminTimeoutError` after `timeout_s`)."""
+        zk = self._zk()
+        if zk.exists(zk_data.delete_topic_path(topic)) is not None:
+            raise TopicQueuedForDeletionError(QUEUED_FOR_DELETION)
+        path = zk_data.topic_path(topic)
+        with self._lock:
+            for _ in range(3):  # a versioned write: another writer in between means plan again
+                try:
+                    data, stat = zk.get(path)
+                except NoNodeError:
+                    raise UnknownTopicError(f"The topic '{topic}' does not exist.") from None
+                existing = zk_data.decode_assignment(topic, data)
+                added = plan_added_partitions(
+                    topic,
+                    existing,
+                    self.registered_brokers(),
+                    total,
+                    assignments,
+                    max_partitions=max_partitions,
+                )
+                whole = {**existing, **added}
+                if validate_only:
+                    return whole
+                try:
+                    zk.set(path, zk_data.encode_assignment_over(topic, data, whole), stat.version)
+                except BadVersionError:
+                    continue
+                break
+            else:
+                raise TopicAdminTimeoutError(f"{path} kept changing while adding partitions")
+        if wait:
+            self._wait(
+                lambda: all(self._led(topic, p) for p in added),
+                f"leaders for the new partitions of {topic!r}",
+            )
+        return whole
 
     def _wait(self, condition: Callable[[], bool], what: str) -> None:
         deadline = time.monotonic() + self.timeout_s

@@ -35,6 +35,7 @@ from kafkactor.messages.controller import (
     ControlledShutdownResponse,
     DeleteTopicsChanged,
     IsrChangeNotified,
+    PartitionsChanged,
     ResendToBrokers,
     StandForElection,
     TopicsChanged,
@@ -65,13 +66,14 @@ class ControllerActor(ReplicaElections):
       with a versioned set (losing that race means another controller got in first: it
       resigns). The others watch `/controller` and stand again when it goes away.
     - **As controller** it watches `/brokers/ids` (broker failure and return), `/brokers/topics`
-      (topic creation) and `/isr_change_notification` (ISR changes leaders made). Every
-      decision (`ControllerState`) is written to the partition's state znode with a versioned
-      set, then sent as `LeaderAndIsr` to the live replicas and `UpdateMetadata` to every live
-      broker, all stamped with its controller epoch. One of those lost on the way to a live
-      broker (the network answers NETWORK_EXCEPTION or REQUEST_TIMED_OUT) is made good 100 ms
-      later: that broker is sent its partitions' states and the metadata again, as they stand
-      then (`ControllerChannel`).
+      (topic creation), each known topic's `/brokers/topics/<t>` (partitions added) and
+      `/isr_change_notification` (ISR changes leaders made). Every decision (`ControllerState`)
+      is written to the partition's state znode with a versioned set, then sent as
+      `LeaderAndIsr` to the live replicas and `UpdateMetadata` to every live broker, all stamped
+      with its controller epoch. One of those lost on the way to a live broker (the network
+      answers NETWORK_EXCEPTION or REQUEST_TIMED_OUT) is made good 100 ms later: that broker is
+      sent its partitions' states and the metadata again, as they stand then
+      (`ControllerChannel`).
     - **Topic deletion** (Kafka's TopicDeletionManager, `delete.topic.enable=true`). It
       watches `/admin/delete_topics`. A topic marked there goes offline (leader -1 in its
       state znodes), every UpdateMetadata from then on gives its partitions leader
@@ -233,10 +235,12 @@ class ControllerActor(ReplicaElections):
         self._decided_at = {}
         self._deletes_sent = {}
         self._forget_requests()
-        self._load_topics(self._watch_children(zk_data.BROKER_TOPICS, TopicsChanged()))
         epochs = self._live_broker_epochs()
         self.state.broker_epochs = dict(epochs)
         self.state.live_brokers = set(epochs)
+        # partitions with no state znode (added, or created, while no controller ran) are
+        # new partitions, led by their first live replica: the brokers are read first
+        created = self._load_topics(self._watch_children(zk_data.BROKER_TOPICS, TopicsChanged()))
         # topics marked for deletion leave the election rules before anything is elected
         marked = self._watch_children(zk_data.ADMIN_DELETE_TOPICS, DeleteTopicsChanged())
         if self._begin_deletions(marked) is None:
@@ -250,6 +254,7 @@ class ControllerActor(ReplicaElections):
             if change is not None:
                 restarted.append(change)
         self._decided_at = {}
+        self._apply([c for c in created if c.after.topic_partition in self.state.partitions])
         self._apply(restarted)
         self._apply(self.state.brokers_changed(epochs))
         # the new controller tells every live broker everything, in its own epoch
@@ -301,7 +306,7 @@ class ControllerActor(ReplicaElections):
         known = self.state.topics()  # a topic being deleted stays known until it is gone
         for topic in sorted(set(topics) - known):
             try:
-                data, _ = self._zk.get(zk_data.topic_path(topic))
+                data, _ = self._zk.get(zk_data.topic_path(topic), watch=self._on_topic_znode)
                 assignment = zk_data.decode_assignment(topic, data)
                 unclean = self._topic_config(topic).unclean_leader_election_enable
             except (NoNodeError, zk_data.MalformedZnodeError) as error:
@@ -394,6 +399,41 @@ class ControllerActor(ReplicaElections):
             return
         changes = self._load_topics(self._watch_children(zk_data.BROKER_TOPICS, TopicsChanged()))
         self._apply(changes)
+        self._send_update_metadata()
+
+    def _on_topic_znode(self, event: Any) -> None:
+        """The data watch of a known topic's `/brokers/topics/<t>` (one bound method, so
+        ZooKeeper keeps one watch per topic however often it is left)."""
+        if getattr(event, "type", None) == EventType.CHANGED:
+            self._tell_self(PartitionsChanged(topic=str(event.path).rsplit("/", 1)[-1]))
+
+    @handles(PartitionsChanged)
+    def _on_partitions_changed(self, event: PartitionsChanged) -> None:
+        """Kafka's processPartitionModifications: partitions added to a known topic's
+        assignment become new partitions, as a new topic's do; the watch is left again."""
+        topic = event.topic
+        if not self.is_controller or topic not in self.state.topics():
+            return
+        try:
+            data, _ = self._zk.get(zk_data.topic_path(topic), watch=self._on_topic_znode)
+            found = self.state.partition_modifications(
+                topic, zk_data.decode_assignment(topic, data)
+            )
+        except (NoNodeError, zk_data.MalformedZnodeError) as error:
+            self.log_event("controller.bad_topic", topic=topic, error=str(error))
+            return
+        added = {} if found.deleting else found.added
+        if added or found.reassigned:
+            self.log_event(
+                "controller.partitions_added",
+                topic=topic,
+                assignment={str(p): list(r) for p, r in added.items()},
+                reassignment_ignored=found.reassigned,
+            )
+        if not added:
+            return
+        unclean = topic in self.state.unclean_topics
+        self._apply(self.state.add_topic(topic, added, unclean=unclean))
         self._send_update_metadata()
 
     @handles(IsrChangeNotified)

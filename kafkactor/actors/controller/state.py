@@ -29,6 +29,19 @@ class ShutdownDecision:
     remaining: list[TopicPartition]
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionModifications:
+    """What a change of `/brokers/topics/<t>` means (Kafka's processPartitionModifications):
+    partitions the controller did not know (`added`, partition -> replicas, to create as
+    new partitions), known partitions whose replicas differ (`reassigned`: left alone, Kafka
+    does not reassign this way), and whether the topic is being deleted (then nothing is
+    added)."""
+
+    added: dict[int, tuple[int, ...]]
+    reassigned: list[int]
+    deleting: bool = False
+
+
 class ControllerState:
     """Kafka's controller decisions (its partition and replica state machines), without I/O.
 
@@ -92,6 +105,23 @@ class ControllerState:
             self.partitions[state.topic_partition] = state
             changes.append(LeadershipChange(None, state, "new partition"))
         return changes
+
+    def partition_modifications(
+        self, topic: str, assignment: Mapping[int, tuple[int, ...]]
+    ) -> PartitionModifications:
+        """Compare a known topic's assignment, as its znode now holds it, with what the
+        controller knows of it."""
+        if topic in self.deleting_topics():
+            return PartitionModifications({}, [], deleting=True)
+        added: dict[int, tuple[int, ...]] = {}
+        reassigned = []
+        for partition, replicas in sorted(assignment.items()):
+            known = self.partitions.get(TopicPartition(topic=topic, partition=partition))
+            if known is None:
+                added[partition] = tuple(replicas)
+            elif known.replicas != tuple(replicas):
+                reassigned.append(partition)
+        return PartitionModifications(added, reassigned)
 
     def load(self, state: PartitionLeaderState, *, unclean: bool = False) -> None:
         """Take over a partition as found in ZooKeeper (controller failover)."""

@@ -167,6 +167,18 @@ def encode_assignment(assignment: Mapping[int, tuple[int, ...]]) -> bytes:
     )
 
 
+def encode_assignment_over(
+    topic: str, data: bytes, assignment: Mapping[int, tuple[int, ...]]
+) -> bytes:
+    """`/brokers/topics/<t>` as it was (`data`) with its partitions replaced by `assignment`:
+    the other fields a Kafka broker or tool wrote (version, topic_id, adding_replicas,
+    removing_replicas) are kept, as Kafka's AdminZkClient keeps them when it adds partitions."""
+    path = topic_path(topic)
+    body = dict(_object(path, _load(path, data)))
+    body["partitions"] = {str(p): list(r) for p, r in sorted(assignment.items())}
+    return _dump(body)
+
+
 def decode_assignment(topic: str, data: bytes) -> dict[int, tuple[int, ...]]:
     path = topic_path(topic)
     body = _object(path, _load(path, data))
