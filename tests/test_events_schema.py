@@ -185,6 +185,14 @@ NOT_EXERCISED = {
         "needs a malformed notification under /config/changes or an override Kafka refuses "
         "written there by hand (tests/controller/test_dynamic_topic_configs.py writes one)"
     ),
+    "controller.partition_reassignment": (
+        "needs a partition reassignment (tests/controller/test_partition_reassignment.py and "
+        "tests/wire/test_partition_reassignments.py reassign partitions)"
+    ),
+    "controller.bad_reassign_partitions": (
+        "needs a malformed /admin/reassign_partitions written by hand "
+        "(tests/controller/test_partition_reassignment.py writes one)"
+    ),
     "broker.zk_register_failed": (
         "needs the broker's re-registration after a session expiry to time out, i.e. an old "
         "session holding /brokers/ids/<id> for longer than registration_timeout_s"

@@ -112,3 +112,77 @@ class ElectLeadersResponse(Response):
     is not the active one)."""
 
     results: tuple[PartitionElectionResult, ...] = ()
+
+
+@message
+class ReassignPartitionsCreated:
+    """`/admin/reassign_partitions` was created, or changed (Kafka's
+    PartitionReassignmentHandler): reassign the partitions it lists."""
+
+    created: bool = True
+
+
+@message
+class ReassignmentTarget:
+    """One partition of AlterPartitionReassignments: its target replicas, or None to cancel."""
+
+    topic: str = ""
+    partition: int = 0
+    replicas: tuple[int, ...] | None = None
+
+
+@message
+class AlterPartitionReassignmentsRequest(Request):
+    """Reassign partitions (KIP-455's AlterPartitionReassignments), answered once each is
+    started (recorded in `/brokers/topics/<t>`), or refused."""
+
+    targets: tuple[ReassignmentTarget, ...] = ()
+
+
+@message
+class ReassignmentResult:
+    """One partition's answer: NONE, or Kafka's error and message."""
+
+    topic: str = ""
+    partition: int = 0
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+
+
+@message
+class AlterPartitionReassignmentsResponse(Response):
+    """A result per partition; a top-level NOT_CONTROLLER (and no results) when this broker's
+    controller is not the active one."""
+
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    results: tuple[ReassignmentResult, ...] = ()
+
+
+@message
+class ListPartitionReassignmentsRequest(Request):
+    """The reassignments under way (KIP-455's ListPartitionReassignments): of `partitions`, or
+    of every partition when None."""
+
+    partitions: tuple[TopicPartition, ...] | None = None
+
+
+@message
+class OngoingReassignment:
+    """A partition being reassigned: RS, AR and RR."""
+
+    topic: str = ""
+    partition: int = 0
+    replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+
+@message
+class ListPartitionReassignmentsResponse(Response):
+    """The partitions asked for that are being reassigned; a top-level NOT_CONTROLLER when
+    this broker's controller is not the active one."""
+
+    error_code: ErrorCode = ErrorCode.NONE
+    error_message: str | None = None
+    reassignments: tuple[OngoingReassignment, ...] = ()

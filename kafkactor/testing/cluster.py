@@ -59,7 +59,7 @@ from kafkactor.network.group_apis import OFFSETS_TOPIC_CONFIG
 from kafkactor.network.socket_server import SocketServerConfig
 from kafkactor.server.config import ConfigError, SharedBrokerConfig
 from kafkactor.storage import LogConfig
-from kafkactor.testing import cluster_configs, cluster_elections
+from kafkactor.testing import cluster_configs, cluster_elections, cluster_reassignments
 from kafkactor.timer import Clock, SystemClock
 from kafkactor.tracing import get_logger
 from kafkactor.zk_model import EmbeddedZooKeeper
@@ -848,6 +848,60 @@ class Cluster:
         if not isinstance(response, ElectLeadersResponse):
             raise ControllerRequestError(f"controller {controller} did not elect: {response}")
         return cluster_elections.elect_results(response, everything=partitions is None)
+
+    def reassign_partitions(
+        self, targets: Mapping[tuple[str, int], Sequence[int] | None]
+    ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """Kafka's AlterPartitionReassignments (KIP-455), asked of the active controller:
+        each `(topic, partition)` moves to its target replicas, or, for None, a reassignment
+        under way is cancelled. Returns each partition's error (NONE: started, or already
+        done) and Kafka's message; the moves complete later (`wait_for_reassignments`).
+        Raises ControllerRequestError without ZooKeeper (no controller to move replicas) or
+        with no controller elected, `ReassignmentRequestError` for NOT_CONTROLLER."""
+        if self._zk is None:
+            raise ControllerRequestError("reassign_partitions needs ZooKeeper (a controller)")
+        response = self._ask_controller(cluster_reassignments.alter_request(targets))
+        return cluster_reassignments.alter_results(response)
+
+    def list_partition_reassignments(
+        self, partitions: Iterable[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], dict[str, tuple[int, ...]]]:
+        """Kafka's ListPartitionReassignments: the partitions (of `partitions`, or all) being
+        reassigned, with their `replicas`, `adding_replicas` and `removing_replicas`."""
+        if self._zk is None:
+            raise ControllerRequestError(
+                "list_partition_reassignments needs ZooKeeper (a controller)"
+            )
+        response = self._ask_controller(cluster_reassignments.list_request(partitions))
+        return cluster_reassignments.list_results(response)
+
+    def wait_for_reassignments(
+        self, partitions: Iterable[tuple[str, int]] | None = None, *, timeout_s: float = 30.0
+    ) -> None:
+        """Wait until none of `partitions` (or no partition) is being reassigned, asking the
+        controller in place (a controller that moves meanwhile is asked again);
+        ControllerRequestError after `timeout_s`."""
+        keys = list(partitions) if partitions is not None else None
+
+        def done() -> bool:
+            try:
+                return not self.list_partition_reassignments(keys)
+            except (ControllerRequestError, cluster_reassignments.ReassignmentRequestError):
+                return False
+
+        deadline = time.monotonic() + timeout_s
+        pause = threading.Event()
+        while not done():
+            if time.monotonic() > deadline:
+                raise ControllerRequestError(f"reassignments still under way after {timeout_s}s")
+            pause.wait(0.05)
+
+    def _ask_controller(self, request: Any) -> Response:
+        controller = self.controller_id()
+        if controller is None:
+            raise ControllerRequestError("no controller is elected")
+        address = addresses.controller(controller)
+        return self._result(controller, self._request(controller, request, address=address))
 
     def stop_broker(self, broker_id: int, *, controlled: bool = False) -> bool:
         """Stop a broker cleanly (flushed, checkpointed; its ZooKeeper session closed).

@@ -14,6 +14,7 @@ from kazoo.protocol.states import EventType
 from kafkactor.actors.controller import zk_data
 from kafkactor.actors.controller.channel import ControllerChannel
 from kafkactor.actors.controller.controller_config import ControllerConfig
+from kafkactor.actors.controller.reassignments import PartitionReassignments
 from kafkactor.actors.controller.replica_elections import ReplicaElections
 from kafkactor.actors.controller.state import (
     ControllerState,
@@ -59,7 +60,7 @@ class ControllerFencedError(RuntimeError):
     """Another controller with a newer epoch wrote the state this one was about to change."""
 
 
-class ControllerActor(ReplicaElections):
+class ControllerActor(ReplicaElections, PartitionReassignments):
     """Every broker runs one; the one that creates the ephemeral `/controller` is the controller.
 
     - **Election.** It tries to create `/controller`; the winner increments `/controller_epoch`
@@ -128,6 +129,7 @@ class ControllerActor(ReplicaElections):
         self._channel = ControllerChannel()  # LeaderAndIsr / UpdateMetadata not answered yet
         self._resend: CallbackTask | None = None
         self._init_replica_elections(config)  # preferred elections, ElectLeaders, rebalance
+        self._init_reassignments()  # /admin/reassign_partitions, AlterPartitionReassignments
 
     @property
     def _zk(self) -> Any:
@@ -262,6 +264,7 @@ class ControllerActor(ReplicaElections):
         self._send_update_metadata()
         self._send_deletes(self.state.live_brokers)
         self._on_isr_change(IsrChangeNotified())
+        self._start_reassignments()  # Kafka's initializePartitionReassignments
         self._start_replica_elections()
 
     def _watch_children(self, path: str, event: Any) -> list[str]:
@@ -368,6 +371,7 @@ class ControllerActor(ReplicaElections):
             )
             # deletion resumes: its replicas there of topics being deleted go now
             self._send_deletes(starting)
+            self._resume_reassignments(starting)  # Kafka's onBrokerStartup
         self._send_update_metadata()
 
     @handles(TopicUncleanElectionChanged)
@@ -464,6 +468,7 @@ class ControllerActor(ReplicaElections):
                 isr=found.isr,
                 zk_version=stat.version,
             )
+        self._reassignment_isr_changed(changed)  # a reassignment whose targets caught up
         if changed:
             self._send_update_metadata()
 
