@@ -84,6 +84,7 @@ class ErrorCode(enum.IntEnum):
     ELIGIBLE_LEADERS_NOT_AVAILABLE = 83  # KIP-460: no live replica for an unclean election
     ELECTION_NOT_NEEDED = 84  # KIP-460: the partition already has the leader asked for
     NO_REASSIGNMENT_IN_PROGRESS = 85  # KIP-455: cancelling a partition not being reassigned
+    GROUP_SUBSCRIBED_TO_TOPIC = 86  # KIP-496: OffsetDelete of a topic the group's members consume
     INVALID_RECORD = 87  # a record Kafka's LogValidator refuses (KIP-467), e.g. keyless compacted
     UNSTABLE_OFFSET_COMMIT = 88
     # KIP-919: a DescribeCluster (v1+) for controllers sent to a broker, or for an unknown type

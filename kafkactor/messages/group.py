@@ -231,6 +231,30 @@ class OffsetFetchResponse(Response):
     partitions: tuple[OffsetFetchPartitionResult, ...] = ()
 
 
+@message
+class OffsetDeleteRequest(Request):
+    """Kafka's OffsetDelete (api key 47, KIP-496): these partitions' committed offsets go, for
+    an Empty group, or for topics a consumer group's members do not subscribe to."""
+
+    group_id: str = ""
+    partitions: tuple[OffsetFetchPartitionRequest, ...] = ()
+
+
+@message
+class OffsetDeletePartitionResult:
+    topic: str = ""
+    partition: int = 0
+    error_code: ErrorCode = ErrorCode.NONE
+
+
+@message
+class OffsetDeleteResponse(Response):
+    """A group-level error (then no partition), or one result per partition asked for."""
+
+    error_code: ErrorCode = ErrorCode.NONE
+    partitions: tuple[OffsetDeletePartitionResult, ...] = ()
+
+
 # -- administration ------------------------------------------------------------------------------
 
 

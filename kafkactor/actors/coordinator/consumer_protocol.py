@@ -43,6 +43,7 @@ __all__ = [
     "decode_subscription",
     "encode_assignment",
     "encode_subscription",
+    "subscription_topics",
 ]
 
 CONSUMER_PROTOCOL_VERSION: Final = 3
@@ -182,6 +183,16 @@ def decode_subscription(data: bytes) -> Subscription:
         generation_id=int(getattr(s, "generation_id", -1)),
         rack_id=getattr(s, "rack_id", None),
     )
+
+
+def subscription_topics(data: bytes) -> tuple[str, ...]:
+    """The topics of a consumer's JoinGroup metadata as Kafka's group coordinator reads them
+    (`GroupMetadata.computeSubscribedTopics`): the version prefix, then the v0 fields every
+    version starts with, whatever the version says."""
+    what = "ConsumerProtocolSubscription"
+    read_version(data, ConsumerProtocolError, what)
+    s = read(data, _SUBSCRIPTIONS[0], ConsumerProtocolError, f"{what} (read as v0)")
+    return tuple(non_null(s.topics, ConsumerProtocolError, "topics"))
 
 
 def encode_assignment(

@@ -10,10 +10,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kafkactor.actors.coordinator.coordinator_admin import GroupAdminHandlers
 from kafkactor.actors.coordinator.coordinator_messages import (
     commit_response,
     committed_offsets,
-    described_group,
     join_error,
     join_response,
     offset_fetch_response,
@@ -23,11 +23,7 @@ from kafkactor.actors.coordinator.group_coordinator import GroupCoordinatorCore
 from kafkactor.actors.coordinator.group_metadata import GroupMetadataSnapshot
 from kafkactor.actors.coordinator.group_purgatories import GroupPurgatories
 from kafkactor.actors.coordinator.offsets_loader import load_partition
-from kafkactor.actors.coordinator.offsets_store import (
-    group_record,
-    offset_records,
-    tombstone_records,
-)
+from kafkactor.actors.coordinator.offsets_store import group_record, offset_records
 from kafkactor.actors.coordinator.results import (
     Effects,
     GroupConfig,
@@ -37,24 +33,16 @@ from kafkactor.actors.coordinator.results import (
     SyncGroupResult,
 )
 from kafkactor.actors.purgatory import CompletedBy
-from kafkactor.actors.runtime import Directory, TraceContext, TracedActor, addresses, handles
+from kafkactor.actors.runtime import Directory, TraceContext, addresses, handles
 from kafkactor.common import OFFSETS_TOPIC, TopicPartition
 from kafkactor.messages import ErrorCode, ErrorResponse, Request, Response
 from kafkactor.messages.group import (
-    DeletedGroup,
-    DeleteGroupsRequest,
-    DeleteGroupsResponse,
-    DescribeGroupsRequest,
-    DescribeGroupsResponse,
     HeartbeatRequest,
     HeartbeatResponse,
     JoinGroupRequest,
     LeaveGroupMemberResult,
     LeaveGroupRequest,
     LeaveGroupResponse,
-    ListedGroup,
-    ListGroupsRequest,
-    ListGroupsResponse,
     OffsetCommitRequest,
     OffsetFetchRequest,
     OffsetsPartitionElected,
@@ -82,7 +70,7 @@ class _Parked:
     trace: TraceContext | None
 
 
-class GroupCoordinatorActor(TracedActor):
+class GroupCoordinatorActor(GroupAdminHandlers):
     """Kafka's `GroupCoordinator` for one broker: the groups of the `__consumer_offsets`
     partitions this broker leads.
 
@@ -95,6 +83,7 @@ class GroupCoordinatorActor(TracedActor):
     manager says this broker became leader of an offsets partition, it replays that
     partition's log (last value per key wins) before serving its groups; when it stops
     leading one, its groups are unloaded and their waiting requests answered NOT_COORDINATOR.
+    DescribeGroups, ListGroups, DeleteGroups and OffsetDelete are `GroupAdminHandlers`'.
     """
 
     def __init__(
@@ -254,50 +243,6 @@ class GroupCoordinatorActor(TracedActor):
         if wanted is not None and error is not ErrorCode.NONE:
             found = {}
         self.reply(request, offset_fetch_response(error, found))
-
-    # -- administration --------------------------------------------------------------------------
-
-    @handles(DescribeGroupsRequest)
-    def _on_describe(self, request: DescribeGroupsRequest) -> None:
-        groups = tuple(
-            described_group(group_id, *self.core.handle_describe_group(group_id))
-            for group_id in request.group_ids
-        )
-        self.reply(request, DescribeGroupsResponse(groups=groups))
-
-    @handles(ListGroupsRequest)
-    def _on_list(self, request: ListGroupsRequest) -> None:
-        error, overviews = self.core.handle_list_groups(request.states_filter)
-        groups = tuple(
-            ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, state=g.state)
-            for g in overviews
-        )
-        self.reply(request, ListGroupsResponse(error_code=error, groups=groups))
-
-    @handles(DeleteGroupsRequest)
-    def _on_delete(self, request: DeleteGroupsRequest) -> None:
-        now = self.now
-        outcome = self.core.handle_delete_groups(request.group_ids, now)
-        errors = dict(outcome.errors)
-        waiting = {t.group_id for t in outcome.tombstones}
-
-        def answer() -> None:
-            groups = tuple(DeletedGroup(group_id=g, error_code=e) for g, e in errors.items())
-            self.reply(request, DeleteGroupsResponse(groups=groups))
-
-        for tombstones in outcome.tombstones:
-            # Kafka answers a deleted group NONE whatever its tombstones' append did (the
-            # group is gone from the coordinator; a failed append lets it come back at the
-            # next load of its partition): answer once the append is done, either way
-            def appended(_error: ErrorCode, group_id: str = tombstones.group_id) -> None:
-                waiting.discard(group_id)
-                if not waiting:
-                    answer()
-
-            partition = self.core.partition_for(tombstones.group_id)
-            self._append(partition, tombstone_records(tombstones, now), appended)
-        if not waiting:
-            answer()
 
     # -- leadership of __consumer_offsets --------------------------------------------------------
 

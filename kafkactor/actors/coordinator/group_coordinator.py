@@ -26,6 +26,7 @@ from kafkactor.actors.coordinator.member_metadata import (
     Protocol,
     random_suffix,
 )
+from kafkactor.actors.coordinator.offset_delete import OffsetDeleteOutcome, delete_offsets
 from kafkactor.actors.coordinator.offsets_topic import partition_for
 from kafkactor.actors.coordinator.rebalance import Joiner, Rebalancer
 from kafkactor.actors.coordinator.results import (
@@ -55,7 +56,7 @@ class GroupCoordinatorCore:
     """Kafka's `GroupCoordinator` (with the group and offset cache of its
     GroupMetadataManager) as pure logic: the groups this broker coordinates, the JoinGroup /
     SyncGroup / Heartbeat / LeaveGroup rebalance protocol, and OffsetCommit / OffsetFetch /
-    DescribeGroups / ListGroups / DeleteGroups.
+    OffsetDelete / DescribeGroups / ListGroups / DeleteGroups.
 
     It has no clock (every handler takes `now_ms`), no purgatory and no log. What Kafka does
     through those, the results name as `Effects` for an actor shell to carry out: parked
@@ -353,6 +354,22 @@ class GroupCoordinatorCore:
         if group is None or group.state is GroupState.DEAD:
             return ErrorCode.NONE, {tp: OffsetFetchPartition() for tp in partitions or ()}
         return ErrorCode.NONE, fetch_offsets(group, partitions, require_stable=require_stable)
+
+    def handle_delete_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition], now_ms: int
+    ) -> OffsetDeleteOutcome:
+        """OffsetDelete (KIP-496): the offsets of an Empty group, or of topics a consumer
+        group's members do not subscribe to, go (`offset_delete.delete_offsets`); the
+        outcome's tombstones are to be appended. The group's status is checked first, the
+        empty group id included (INVALID_GROUP_ID: OffsetDelete is not an offset API that
+        accepts it in Kafka)."""
+        error = self._status_error(group_id)
+        if error is not None:
+            return OffsetDeleteOutcome(error)
+        outcome = delete_offsets(self.groups.get(group_id), partitions, now_ms)
+        if outcome.group_removed:
+            del self.groups[group_id]
+        return outcome
 
     # -- DescribeGroups, ListGroups, DeleteGroups ------------------------------------------------
 

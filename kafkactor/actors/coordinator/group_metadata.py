@@ -13,6 +13,7 @@ from kafkactor.actors.coordinator.member_metadata import (
     MemberSummary,
     Protocol,
 )
+from kafkactor.actors.coordinator.subscribed_topics import subscribed_topics
 from kafkactor.common import TopicPartition
 
 NO_STATE = ""  # DescribeGroups' state when the coordinator cannot answer for the group
@@ -127,6 +128,8 @@ class GroupMetadata:
         self.new_member_added = False
         self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
         self.pending_offset_commits: dict[TopicPartition, OffsetAndMetadata] = {}
+        # the members' topics as of the generation (KIP-496); None: not known, every topic
+        self.subscribed_topics: frozenset[str] | None = None
 
     def __repr__(self) -> str:
         return (
@@ -347,6 +350,7 @@ class GroupMetadata:
         else:
             self.protocol_name = None
             self.transition_to(GroupState.EMPTY, now_ms)
+        self.subscribed_topics = subscribed_topics(self)
 
     def current_member_metadata(self) -> tuple[JoinGroupMember, ...]:
         """Every member with its metadata for the chosen protocol: the leader's JoinGroup answer."""
@@ -442,6 +446,7 @@ class GroupMetadata:
                 group.static_members[member.group_instance_id] = member.member_id
         if group.leader_id is None or group.leader_id not in group.members:
             group.leader_id = next(iter(group.members), None)
+        group.subscribed_topics = subscribed_topics(group)
         return group
 
     # -- offsets ---------------------------------------------------------------------------------

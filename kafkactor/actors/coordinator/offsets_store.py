@@ -90,7 +90,8 @@ def offset_records(
 
 
 def tombstone_records(tombstones: GroupTombstones, now_ms: int) -> list[Record]:
-    """A deleted group: a tombstone for each committed offset, then one for its metadata."""
+    """A deleted group: a tombstone for each committed offset, then one for its metadata (when
+    `tombstones.metadata`)."""
     group_id = tombstones.group_id
     records = [
         Record(
@@ -100,7 +101,8 @@ def tombstone_records(tombstones: GroupTombstones, now_ms: int) -> list[Record]:
         )
         for tp in tombstones.partitions
     ]
-    records.append(Record(encode_key(GroupKey(group=group_id)), None, now_ms))
+    if tombstones.metadata:
+        records.append(Record(encode_key(GroupKey(group=group_id)), None, now_ms))
     return records
 
 

@@ -233,11 +233,13 @@ class OffsetFetchPartition:
 
 @dataclass(frozen=True, slots=True)
 class GroupTombstones:
-    """A deleted group: its metadata and these partitions' offsets get tombstones in
-    `__consumer_offsets`."""
+    """A deleted group (DeleteGroups), or deleted offsets (OffsetDelete): these partitions'
+    offsets get tombstones in `__consumer_offsets`, and the group's metadata too when
+    `metadata` (a group gone Dead that had a generation)."""
 
     group_id: str
     partitions: tuple[TopicPartition, ...]
+    metadata: bool = True
 
 
 @dataclass(frozen=True, slots=True)
