@@ -235,6 +235,11 @@ SECTIONS: Final = (
                 "recovery_point_checkpoint_interval_ms",
                 POSITIVE,
             ),
+            _log_manager(
+                "log.flush.start.offset.checkpoint.interval.ms",
+                "log_start_offset_checkpoint_interval_ms",
+                POSITIVE,
+            ),
             _log_manager("log.cleaner.threads", "cleaner_threads", Int(0, 1)),
             _log_manager("log.cleaner.backoff.ms", "cleaner_backoff_ms", POSITIVE),
         ),

@@ -69,6 +69,7 @@ group.initial.rebalance.delay.ms=0
 log.retention.check.interval.ms=1000
 log.flush.scheduler.interval.ms=500
 log.flush.offset.checkpoint.interval.ms=30000
+log.flush.start.offset.checkpoint.interval.ms=40000
 log.cleaner.threads=0
 log.cleaner.backoff.ms=3000
 log.segment.bytes=1048576
@@ -189,6 +190,7 @@ def test_a_full_file_sets_every_supported_property(tmp_path: Path) -> None:
     manager = broker.log_manager
     assert (manager.retention_check_interval_ms, manager.flush_check_interval_ms) == (1000, 500)
     assert manager.recovery_point_checkpoint_interval_ms == 30_000
+    assert manager.log_start_offset_checkpoint_interval_ms == 40_000
     assert (manager.cleaner_threads, manager.cleaner_backoff_ms) == (0, 3000)
 
     assert config.log_config is manager.default_log_config

@@ -25,6 +25,7 @@ from kafkactor.storage import (
 )
 from kafkactor.storage.time_index import EARLIEST_TIMESTAMP
 from kafkactor.timer import ManualClock, Scheduler
+from tests.replication.support import wait_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -214,3 +215,19 @@ def test_a_checkpoint_past_the_log_end_starts_the_log_at_its_end(tmp_path: Path)
     reopened = Log(tmp_path / "events-0", SMALL, log_start_offset=9)
     assert reopened.log_start_offset == reopened.log_end_offset == 5
     reopened.close()
+
+
+def test_the_checkpoint_is_written_on_its_schedule(tmp_path: Path, scheduler: Scheduler) -> None:
+    clock = scheduler.clock
+    assert isinstance(clock, ManualClock)
+    config = LogManagerConfig(default_log_config=SMALL, log_start_offset_checkpoint_interval_ms=100)
+    manager = LogManager(tmp_path, scheduler, config, clock=clock).startup()
+    log = manager.get_or_create_log(TP)
+    fill(log, 10)
+    log.maybe_increment_log_start_offset(5, "ClientRecordDeletion")
+    checkpoint = OffsetCheckpoint(tmp_path / LOG_START_OFFSET_CHECKPOINT)
+    clock.advance(99)
+    assert not checkpoint.path.exists()
+    clock.advance(1)
+    wait_until(lambda: checkpoint.path.exists() and checkpoint.read() == {TP: 5})
+    manager.shutdown()
