@@ -30,6 +30,7 @@ class ApiKey(enum.IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
@@ -38,6 +39,7 @@ class ApiKey(enum.IntEnum):
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
+    DESCRIBE_LOG_DIRS = 35
     DESCRIBE_CLUSTER = 60
 
 
@@ -87,6 +89,11 @@ SUPPORTED: Final[dict[ApiKey, tuple[int, int]]] = {
     ApiKey.ELECT_LEADERS: (0, 2),
     # v1 adds the endpoint type (KIP-919); a broker describes brokers
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    # KIP-107, Kafka 2.8's versions (v2 flexible)
+    ApiKey.DELETE_RECORDS: (0, 2),
+    # v0 (removed in Kafka 4, absent from kio) is not served; v3 adds the top-level error
+    # code, v4 the disk's total and usable bytes (KIP-827)
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
 }
 
 #: (min, max) versions decoded and answered beyond SUPPORTED's, and never advertised: clients

@@ -42,9 +42,11 @@ from kafkactor.network.api_versions import SUPPORTED, ApiKey
 from kafkactor.network.cluster_apis import ClusterApis
 from kafkactor.network.codec import UnsupportedApiVersions, build, nested, response_type
 from kafkactor.network.config_apis import BrokerProperties, ConfigApis, TopicConfigRepository
+from kafkactor.network.delete_records_apis import delete_records
 from kafkactor.network.elect_leaders_apis import elect_leaders
 from kafkactor.network.group_apis import GroupApis
 from kafkactor.network.inter_broker_apis import InterBrokerApis
+from kafkactor.network.log_dir_apis import describe_log_dirs
 from kafkactor.network.offset_apis import OffsetApis
 from kafkactor.network.partition_admin_apis import PartitionAdminApis
 from kafkactor.network.partition_answers import (
@@ -419,6 +421,12 @@ class KafkaApis:
         ApiKey.ALTER_CONFIGS: _alter_configs,
         ApiKey.INCREMENTAL_ALTER_CONFIGS: _incremental_alter_configs,
         ApiKey.DESCRIBE_CLUSTER: _describe_cluster,
+        ApiKey.DELETE_RECORDS: lambda apis, header, body: delete_records(
+            apis.broker_id, header.api_version, body
+        ),
+        ApiKey.DESCRIBE_LOG_DIRS: lambda apis, header, body: describe_log_dirs(
+            apis.broker_id, header.api_version, body
+        ),
         ApiKey.CREATE_PARTITIONS: lambda apis, header, body: (
             apis.partition_admin_apis.create_partitions(header.api_version, body)
         ),

@@ -32,6 +32,15 @@ from kafkactor.messages.controller import (
     ElectLeadersResponse,
     PartitionElectionResult,
 )
+from kafkactor.messages.delete_records import (
+    DeleteRecordsPartitionResult,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
+    LogDirDescription,
+    LogDirPartition,
+)
 from kafkactor.messages.group import (
     DeletedGroup,
     DeleteGroupsRequest,
@@ -992,6 +1001,22 @@ _PLAUSIBLE: dict[type[Request], Callable[[Any], Response]] = {
         results=tuple(
             PartitionElectionResult(topic=p.topic, partition=p.partition, leader=1)
             for p in request.partitions
+        )
+    ),
+    DeleteRecordsRequest: lambda request: DeleteRecordsResponse(
+        partitions=tuple(
+            DeleteRecordsPartitionResult(topic=p.topic, partition=p.partition, low_watermark=3)
+            for p in request.partitions
+        )
+    ),
+    DescribeLogDirsRequest: lambda _: DescribeLogDirsResponse(
+        dirs=(
+            LogDirDescription(
+                path="/data",
+                partitions=(LogDirPartition(topic=TOPIC, partition=0, size=120),),
+                total_bytes=1000,
+                usable_bytes=500,
+            ),
         )
     ),
 }

@@ -338,6 +338,40 @@ def describe_cluster_request(
     )
 
 
+def delete_records_request(version: int, offsets: dict[int, int] | None = None) -> Any:
+    """DeleteRecords of TOPIC's partitions below their offsets (-1: the high watermark)."""
+    schema = request_schema(ApiKey.DELETE_RECORDS, version)
+    topic_type, partition_type = (
+        nested(schema, "DeleteRecordsTopic"),
+        nested(schema, "DeleteRecordsPartition"),
+    )
+    wanted = offsets if offsets is not None else {0: 3, 1: -1}
+    return make(
+        schema,
+        topics=(
+            topic_type(
+                name=TOPIC,
+                partitions=tuple(
+                    partition_type(partition_index=i32(p), offset=i64(o)) for p, o in wanted.items()
+                ),
+            ),
+        ),
+        timeout=datetime.timedelta(milliseconds=5000),
+    )
+
+
+def describe_log_dirs_request(version: int, partitions: tuple[int, ...] | None = (0, 1)) -> Any:
+    """DescribeLogDirs of TOPIC's `partitions` (None: every partition the broker holds)."""
+    schema = request_schema(ApiKey.DESCRIBE_LOG_DIRS, version)
+    topic_type = nested(schema, "DescribableLogDirTopic")
+    topics = (
+        None
+        if partitions is None
+        else (topic_type(topic=TOPIC, partitions=tuple(i32(p) for p in partitions)),)
+    )
+    return make(schema, topics=topics)
+
+
 def find_coordinator_request(version: int, key: str = GROUP, key_type: int = 0) -> Any:
     schema = request_schema(ApiKey.FIND_COORDINATOR, version)
     return make(schema, key=key, key_type=key_type)
@@ -545,6 +579,8 @@ _SAMPLES: Final[dict[ApiKey, Callable[[int], Any]]] = {
     ApiKey.ALTER_CONFIGS: alter_configs_request,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs_request,
     ApiKey.DESCRIBE_CLUSTER: describe_cluster_request,
+    ApiKey.DELETE_RECORDS: delete_records_request,
+    ApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs_request,
     ApiKey.ELECT_LEADERS: lambda version: elect_leaders_request(version, {TOPIC: [0, 1]}),
     ApiKey.CREATE_PARTITIONS: _create_partitions_request,
     **{api: functools.partial(_filled_request, api) for api in INTER_BROKER_APIS},
