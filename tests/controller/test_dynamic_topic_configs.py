@@ -237,7 +237,10 @@ def test_brokers_sharing_only_zookeeper_apply_an_alter_configs_sent_to_one() -> 
     afterwards opens its log with it."""
     with split_cluster(3, config=FAST) as split:
         split.admin.create_topic("split", 1, 3, {"segment.bytes": "100000"})
-        logs = lambda: [s.broker.logs.get("split-0") for s in split.brokers.values()]  # noqa: E731
+
+        def logs() -> list[Log | None]:
+            return [s.broker.logs.get("split-0") for s in split.brokers.values()]
+
         wait_until(lambda: all(logs()), message="every replica open")
         admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{split.brokers[1].port}")
         try:
