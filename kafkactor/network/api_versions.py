@@ -40,6 +40,8 @@ class ApiKey(enum.IntEnum):
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
     DESCRIBE_LOG_DIRS = 35
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
     DESCRIBE_CLUSTER = 60
 
 
@@ -87,6 +89,10 @@ SUPPORTED: Final[dict[ApiKey, tuple[int, int]]] = {
     # KIP-183 / KIP-460: v1 adds the election type, v2 is flexible; answered by the active
     # controller's broker (NOT_CONTROLLER per partition elsewhere, as Kafka 2.8)
     ApiKey.ELECT_LEADERS: (0, 2),
+    # KIP-455, v0 (flexible) as Kafka 2.8; answered by the active controller's broker
+    # (a top-level NOT_CONTROLLER elsewhere)
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     # v1 adds the endpoint type (KIP-919); a broker describes brokers
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
     # KIP-107, Kafka 2.8's versions (v2 flexible)

@@ -56,6 +56,10 @@ from kafkactor.network.partition_answers import (
     PRODUCE,
     per_partition,
 )
+from kafkactor.network.reassignment_apis import (
+    alter_partition_reassignments,
+    list_partition_reassignments,
+)
 from kafkactor.network.request_channel import RequestHeader
 from kafkactor.network.steps import (
     NO_THROTTLE,
@@ -446,6 +450,12 @@ class KafkaApis:
         ApiKey.CONTROLLED_SHUTDOWN: _inter_broker(InterBrokerApis.controlled_shutdown),
         ApiKey.ELECT_LEADERS: lambda apis, header, body: elect_leaders(
             apis.broker_id, header.api_version, body
+        ),
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: lambda apis, header, body: (
+            alter_partition_reassignments(apis.broker_id, header.api_version, body)
+        ),
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: lambda apis, header, body: (
+            list_partition_reassignments(apis.broker_id, header.api_version, body)
         ),
     }
 

@@ -26,11 +26,17 @@ from kafkactor.common import (
 )
 from kafkactor.messages import ErrorCode, ErrorResponse, Request, Response
 from kafkactor.messages.controller import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     ControlledShutdownRequest,
     ControlledShutdownResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+    OngoingReassignment,
     PartitionElectionResult,
+    ReassignmentResult,
 )
 from kafkactor.messages.delete_records import (
     DeleteRecordsPartitionResult,
@@ -1001,6 +1007,22 @@ _PLAUSIBLE: dict[type[Request], Callable[[Any], Response]] = {
         results=tuple(
             PartitionElectionResult(topic=p.topic, partition=p.partition, leader=1)
             for p in request.partitions
+        )
+    ),
+    AlterPartitionReassignmentsRequest: lambda request: AlterPartitionReassignmentsResponse(
+        results=tuple(
+            ReassignmentResult(topic=t.topic, partition=t.partition) for t in request.targets
+        )
+    ),
+    ListPartitionReassignmentsRequest: lambda _: ListPartitionReassignmentsResponse(
+        reassignments=(
+            OngoingReassignment(
+                topic=TOPIC,
+                partition=0,
+                replicas=(2, 3, 1),
+                adding_replicas=(3,),
+                removing_replicas=(1,),
+            ),
         )
     ),
     DeleteRecordsRequest: lambda request: DeleteRecordsResponse(

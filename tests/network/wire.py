@@ -555,6 +555,51 @@ def incremental_alter_configs_request(version: int) -> Any:
     )
 
 
+def alter_partition_reassignments_request(
+    version: int, targets: dict[str, dict[int, list[int] | None]] | None = None
+) -> Any:
+    """AlterPartitionReassignments: by default TOPIC-0 to brokers [2, 3] and TOPIC-1's
+    reassignment cancelled (null replicas)."""
+    schema = request_schema(ApiKey.ALTER_PARTITION_REASSIGNMENTS, version)
+    topic_type = nested(schema, "ReassignableTopic")
+    partition_type = nested(schema, "ReassignablePartition")
+    wanted = {TOPIC: {0: [2, 3], 1: None}} if targets is None else targets
+    return make(
+        schema,
+        topics=tuple(
+            make(
+                topic_type,
+                name=name,
+                partitions=tuple(
+                    make(
+                        partition_type,
+                        partition_index=p,
+                        replicas=tuple(r) if r is not None else None,
+                    )
+                    for p, r in partitions.items()
+                ),
+            )
+            for name, partitions in wanted.items()
+        ),
+    )
+
+
+def list_partition_reassignments_request(
+    version: int, partitions: dict[str, list[int]] | None = None
+) -> Any:
+    """ListPartitionReassignments of `partitions` (topic -> ids; None: every partition)."""
+    schema = request_schema(ApiKey.LIST_PARTITION_REASSIGNMENTS, version)
+    topic_type = nested(schema, "ListPartitionReassignmentsTopics")
+    topics = (
+        None
+        if partitions is None
+        else tuple(
+            make(topic_type, name=t, partition_indexes=tuple(ps)) for t, ps in partitions.items()
+        )
+    )
+    return make(schema, topics=topics)
+
+
 _SAMPLES: Final[dict[ApiKey, Callable[[int], Any]]] = {
     ApiKey.PRODUCE: lambda version: produce_request(version, batch(b"sample"), acks=1),
     ApiKey.FETCH: lambda version: fetch_request(version, offset=3, max_wait_ms=100),
@@ -583,6 +628,10 @@ _SAMPLES: Final[dict[ApiKey, Callable[[int], Any]]] = {
     ApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs_request,
     ApiKey.ELECT_LEADERS: lambda version: elect_leaders_request(version, {TOPIC: [0, 1]}),
     ApiKey.CREATE_PARTITIONS: _create_partitions_request,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: alter_partition_reassignments_request,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: lambda version: list_partition_reassignments_request(
+        version, {TOPIC: [0, 1]}
+    ),
     **{api: functools.partial(_filled_request, api) for api in INTER_BROKER_APIS},
 }
 
