@@ -96,6 +96,34 @@ def test_the_znode_elects_the_partitions_it_lists_and_goes(
     wait_until(lambda: quiet._zk.exists(PREFERRED_REPLICA_ELECTION) is None, message="deleted")
 
 
+def test_a_znode_left_while_no_controller_acts_is_processed_at_take_over(
+    quiet: Cluster, events: EventLog
+) -> None:
+    """Only the active controller watches the znode: one created after it crashed is found
+    by the next controller when it takes over (Kafka's onControllerFailover)."""
+    topic = "takeover-elect"
+    controller = settled_controller(quiet)
+    epoch = quiet.current_controller_epoch()
+    preferred = next(b for b in quiet.broker_ids if b != controller)
+    third = next(b for b in quiet.broker_ids if b not in (controller, preferred))
+    quiet.create_topic(topic, assignments={0: (preferred, third, controller)})
+    _bounce_preferred(quiet, topic, 0)
+    quiet.kill_broker(controller)  # its actors stop now; its session expires later
+    try:
+        listed = [TopicPartition(topic=topic, partition=0)]
+        quiet._zk.create(PREFERRED_REPLICA_ELECTION, encode_preferred_replica_election(listed))
+        successor = settled_controller(quiet, min_epoch=epoch)
+        assert successor != controller
+        wait_until(lambda: quiet.leader(topic, 0) == preferred, message="the preferred leader")
+        wait_until(lambda: quiet._zk.exists(PREFERRED_REPLICA_ELECTION) is None, message="deleted")
+        (event,) = events.named("controller.replica_election", trigger="zookeeper")
+        assert event["broker"] == successor
+        assert event["elected"] == {f"{topic}-0": preferred}
+    finally:
+        quiet.restart_broker(controller)
+        settled_controller(quiet)
+
+
 def test_a_malformed_znode_is_logged_and_deleted(quiet: Cluster, events: EventLog) -> None:
     quiet._zk.create(PREFERRED_REPLICA_ELECTION, b'{"version":1,"partitions":[{"topic":7}]}')
     wait_until(
