@@ -69,3 +69,22 @@ def test_a_dead_follower_does_not_hold_the_low_watermark_back(sticky_cluster: Cl
         lambda: cluster.describe_partition(TOPIC, 0, broker=follower).log_start_offset == 6,
         message="the restarted follower takes its leader's log start",
     )
+
+
+def test_a_live_follower_that_does_not_fetch_times_the_request_out(
+    sticky_cluster: Cluster,
+) -> None:
+    cluster = sticky_cluster
+    cluster.create_topic(TOPIC, partitions=1, replication_factor=3)
+    produce(cluster, TOPIC, 10)
+    leader = cluster.leader(TOPIC, 0)
+    follower = next(b for b in cluster.replicas(TOPIC, 0) if b != leader)
+    cluster.isolate_broker(follower)  # alive for the metadata, but its fetches are lost
+    tp = TopicPartition(topic=TOPIC, partition=0)
+    with pytest.raises(DeleteRecordsError) as refused:
+        cluster.delete_records({tp: 5}, timeout_ms=300)
+    assert refused.value.errors == {tp: ErrorCode.REQUEST_TIMED_OUT}
+    # the leader applied it all the same: its log starts there
+    assert cluster.describe_partition(TOPIC, 0).log_start_offset == 5
+    cluster.heal_broker(follower)
+    assert cluster.delete_records({tp: 5}) == {tp: 5}  # once the follower fetched again

@@ -29,8 +29,10 @@ from confluent_kafka.admin import AdminClient
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTopicPartition
 
-from kafkactor.storage import LogConfig
+from kafkactor.messages import ErrorCode
+from kafkactor.storage import LogConfig, TopicPartition
 from kafkactor.testing import Cluster
+from kafkactor.testing.records_deletion import DeleteRecordsError
 from tests.replication.support import EventLog, wait_until
 from tests.wire.support import READ_S
 
@@ -278,3 +280,13 @@ def test_kafka_python_describes_each_brokers_log_dir_and_its_logs(
     assert [
         (t["name"], [p["partition_index"] for p in t["partitions"]]) for t in log_dir["topics"]
     ] == [(topic, [0])]
+
+
+def test_the_harness_deletes_through_the_leaders_too(cluster: Cluster, topic: str) -> None:
+    produced(cluster, topic)
+    tp = TopicPartition(topic=topic, partition=0)
+    assert cluster.delete_records({(topic, 0): 2}) == {tp: 2}
+    assert log_starts(cluster, topic) == {b: 2 for b in cluster.replicas(topic, 0)}
+    with pytest.raises(DeleteRecordsError) as refused:
+        cluster.delete_records({(f"{topic}-nowhere", 0): 1})
+    assert refused.value.error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -20,6 +20,7 @@ from kafkactor.actors.replication.delete_records import (
     follow_leader_log_start,
 )
 from kafkactor.actors.replication.fetcher_state import FetcherState
+from kafkactor.actors.replication.log_dirs import describe_log_dirs
 from kafkactor.actors.replication.replica_purgatory import LOW_WATERMARK, snapshot_cause
 from kafkactor.actors.runtime import Directory
 from kafkactor.common import PartitionLeaderState, TopicPartition
@@ -30,6 +31,7 @@ from kafkactor.messages.delete_records import (
     DeleteRecordsResponse,
     DeleteRecordsSpec,
     DeleteRecordsStatus,
+    DescribeLogDirsTopic,
     RecordsDeleted,
 )
 from kafkactor.messages.purgatory import DelayOperation
@@ -39,8 +41,8 @@ from kafkactor.messages.replication import (
     LowWatermarkAdvanced,
     PartitionSnapshot,
 )
-from kafkactor.storage import Log, LogConfig, Record
-from kafkactor.timer import ManualClock, Timer
+from kafkactor.storage import Log, LogConfig, LogManager, Record
+from kafkactor.timer import ManualClock, Scheduler, Timer
 from tests.actors.replication.test_delayed import RecordingMailbox
 
 pytestmark = pytest.mark.timeout(30)
@@ -331,3 +333,29 @@ def test_a_snapshot_of_the_low_watermark_is_named_as_its_cause() -> None:
     before = PartitionSnapshot(key="t-0", is_leader=True, low_watermark=2)
     after = LowWatermarkAdvanced(key="t-0", is_leader=True, low_watermark=5)
     assert snapshot_cause(before, after) == LOW_WATERMARK
+
+
+# -- DescribeLogDirs -----------------------------------------------------------------------------
+
+
+def test_the_log_dir_lists_each_logs_size_and_the_disk(tmp_path: Path) -> None:
+    scheduler = Scheduler(ManualClock(0)).startup()
+    manager = LogManager(tmp_path / "data", scheduler).startup()
+    try:
+        for tp in (TopicPartition(topic="b", partition=0), TopicPartition(topic="a", partition=1)):
+            manager.get_or_create_log(tp).append_as_leader([Record(b"k", b"v", 0)], leader_epoch=0)
+        manager.get_or_create_log(TopicPartition(topic="a", partition=0))
+        [described] = describe_log_dirs(manager, None).dirs
+        assert described.path == str((tmp_path / "data").resolve())
+        assert described.error_code is ErrorCode.NONE
+        sizes = [(p.topic, p.partition, p.size) for p in described.partitions]
+        one_batch = manager.all_logs()[TopicPartition(topic="b", partition=0)].size_in_bytes
+        assert one_batch > 0
+        assert sizes == [("a", 0, 0), ("a", 1, one_batch), ("b", 0, one_batch)]
+        assert 0 < described.usable_bytes <= described.total_bytes
+        asked = (DescribeLogDirsTopic(topic="a", partitions=(1, 5)),)
+        [only] = describe_log_dirs(manager, asked).dirs
+        assert [(p.topic, p.partition) for p in only.partitions] == [("a", 1)]
+    finally:
+        manager.shutdown()
+        scheduler.shutdown()
