@@ -83,7 +83,10 @@ class PreferredReplicaElectionCreated:
 
 @message
 class CheckLeaderImbalance:
-    """The leader-imbalance check is due (`leader.imbalance.check.interval.seconds`)."""
+    """The leader-imbalance check is due (`leader.imbalance.check.interval.seconds`); `armed`
+    numbers the arming, so a check armed before a resignation is told apart."""
+
+    armed: int = 0
 
 
 @message

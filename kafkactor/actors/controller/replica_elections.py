@@ -58,6 +58,7 @@ class ReplicaElections(TracedActor):
     epoch: int
     controller_config: ControllerConfig
     _imbalance_check: CallbackTask | None
+    _imbalance_armed: int
     _preferred_znode: PreferredElectionZk
 
     if TYPE_CHECKING:
@@ -76,6 +77,7 @@ class ReplicaElections(TracedActor):
     def _init_replica_elections(self, config: ControllerConfig | None) -> None:
         self.controller_config = config if config is not None else ControllerConfig()
         self._imbalance_check = None
+        self._imbalance_armed = 0  # the latest arming; a check of an earlier one is stale
         self._preferred_znode = PreferredElectionZk(
             lambda: self._zk, lambda: self._tell_self(PreferredReplicaElectionCreated())
         )
@@ -89,6 +91,7 @@ class ReplicaElections(TracedActor):
         self._arm_imbalance_check()
 
     def _stop_replica_elections(self) -> None:
+        self._imbalance_armed += 1
         if self._imbalance_check is not None:
             self._imbalance_check.cancel()
             self._imbalance_check = None
@@ -218,19 +221,22 @@ class ReplicaElections(TracedActor):
         if not self.controller_config.auto_leader_rebalance_enable:
             return
 
+        armed = self._imbalance_armed
+
         def due() -> None:
-            self._tell_self(CheckLeaderImbalance())
+            self._tell_self(CheckLeaderImbalance(armed=armed))
 
         delay_ms = self.controller_config.leader_imbalance_check_interval_seconds * 1000
         self._imbalance_check = CallbackTask(delay_ms, due)
         self.timer.add(self._imbalance_check)
 
     @handles(CheckLeaderImbalance)
-    def _on_check_leader_imbalance(self, _event: CheckLeaderImbalance) -> None:
-        """Kafka's checkAndTriggerAutoLeaderRebalance, then armed again for the next interval."""
-        self._imbalance_check = None
-        if not self.is_controller:
+    def _on_check_leader_imbalance(self, event: CheckLeaderImbalance) -> None:
+        """Kafka's checkAndTriggerAutoLeaderRebalance, then armed again for the next interval.
+        A check armed before a resignation (or before the last take-over) is dropped."""
+        if not self.is_controller or event.armed != self._imbalance_armed:
             return
+        self._imbalance_check = None
         try:
             percentage = self.controller_config.leader_imbalance_per_broker_percentage
             keys = imbalanced_partitions(self.state, percentage)
