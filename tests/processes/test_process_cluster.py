@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from kafkactor.server import launcher
@@ -249,6 +249,30 @@ def test_a_paused_broker_falls_out_of_the_isr_and_rejoins_when_continued(
         )
     cluster.whole()
     _check_nothing_lost(cluster, topic, load)
+
+
+def test_delete_records_waits_for_the_followers_in_other_processes(
+    process_cluster: ProcessCluster, topic: str
+) -> None:
+    # the low watermark needs each follower's log start, which only its fetches (Fetch v12 over
+    # the inter-broker wire) carry to the leader's process
+    cluster = process_cluster
+    _create(cluster, topic)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+    for i in range(10):
+        producer.produce(topic, b"value-%d" % i, partition=0)
+    assert producer.flush(READ_BACK_S) == 0
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    futures = admin.delete_records([TopicPartition(topic, 0, 6)], request_timeout=READ_BACK_S)
+    assert next(iter(futures.values())).result(READ_BACK_S).low_watermark == 6
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": topic})
+    try:
+        assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=READ_BACK_S) == (
+            6,
+            10,
+        )
+    finally:
+        consumer.close()
 
 
 def test_one_produce_is_one_trace_across_the_broker_processes(
