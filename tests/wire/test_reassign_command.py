@@ -8,6 +8,7 @@ The tests share the module's four-broker cluster (brokers 1-4), each on topics o
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 
 from kafkactor.admin.reassign_command import format_plan, parse_plan
 from kafkactor.cli import main
+from kafkactor.clients.consumer import ConsumerRecord
 from kafkactor.testing import Cluster
 from tests.wire.conftest import LISTEN
 
@@ -104,3 +106,96 @@ def test_a_plan_round_trips_through_kafkas_json() -> None:
         )
     with pytest.raises(ValueError, match="Unable to parse"):
         parse_plan("{not json")
+
+
+def write_plan(path: Path, plan: dict[tuple[str, int], tuple[int, ...]]) -> str:
+    path.write_text(format_plan(plan))
+    return str(path)
+
+
+def test_execute_then_verify_under_an_acks_all_producer(
+    cluster: Cluster, capsys: pytest.CaptureFixture[str], topic: str, tmp_path: Path
+) -> None:
+    cluster.create_topic(topic, assignments={0: (1, 2, 3)}, config={"min.insync.replicas": "2"})
+    producer = cluster.producer(acks=-1, retries=5)  # the leader moves: it asks again
+    acked = [
+        producer.send(topic, b"before-%d" % n, partition=0).result(timeout=10) for n in range(50)
+    ]
+    plan = write_plan(tmp_path / "move.json", {(topic, 0): (2, 3, 4)})
+    code, out, err = reassign(cluster, capsys, "--execute", "--reassignment-json-file", plan)
+    assert code == 0, err
+    assert out.splitlines() == [
+        "Current partition replica assignment",
+        "",
+        format_plan({(topic, 0): (1, 2, 3)}),
+        "",
+        "Save this to use as the --reassignment-json-file option during rollback",
+        f"Successfully started partition reassignments for {topic}-0",
+    ]
+    acked += [
+        producer.send(topic, b"during-%d" % n, partition=0).result(timeout=10) for n in range(50)
+    ]
+    cluster.wait_for_reassignments([(topic, 0)])
+    code, out, _ = reassign(cluster, capsys, "--verify", "--reassignment-json-file", plan)
+    assert (code, out.splitlines()) == (
+        0,
+        ["Status of partition reassignment:", f"Reassignment of partition {topic}-0 is complete."],
+    )
+    assert cluster.replicas(topic, 0) == (2, 3, 4)
+    assert reassign(cluster, capsys, "--list")[1] == "No partition reassignments found.\n"
+    consumer = cluster.consumer()
+    consumer.assign([(topic, 0)])
+    consumer.seek(topic, 0, 0)
+    read: list[ConsumerRecord] = []
+    deadline = time.monotonic() + 10
+    while len(read) < len(acked) and time.monotonic() < deadline:
+        read += consumer.poll(500)  # the new leader, broker 2, answers
+    assert [r.offset for r in read] == [a.offset for a in acked]
+
+
+def test_an_unfinished_reassignment_is_listed_verified_and_cancelled(
+    cluster: Cluster, capsys: pytest.CaptureFixture[str], topic: str, tmp_path: Path
+) -> None:
+    cluster.create_topic(topic, assignments={0: (1, 2)})
+    plan = write_plan(tmp_path / "move.json", {(topic, 0): (3, 4)})
+    cluster.isolate_broker(4)  # the new replica on broker 4 cannot fetch: the move waits
+    try:
+        assert reassign(cluster, capsys, "--execute", "--reassignment-json-file", plan)[0] == 0
+        code, out, _ = reassign(cluster, capsys, "--list")
+        assert (code, out.splitlines()) == (
+            0,
+            [
+                "Current partition reassignments:",
+                f"{topic}-0: replicas: 3,4,1,2. adding: 3,4. removing: 1,2.",
+            ],
+        )
+        code, out, _ = reassign(cluster, capsys, "--verify", "--reassignment-json-file", plan)
+        assert out.splitlines()[1] == f"Reassignment of partition {topic}-0 is still in progress."
+        code, out, _ = reassign(cluster, capsys, "--cancel", "--reassignment-json-file", plan)
+        assert (code, out) == (
+            0,
+            f"Successfully cancelled partition reassignments for: {topic}-0\n",
+        )
+        cluster.wait_for_reassignments([(topic, 0)])
+        assert cluster.replicas(topic, 0) == (1, 2)
+        code, out, _ = reassign(cluster, capsys, "--verify", "--reassignment-json-file", plan)
+        assert out.splitlines()[1] == (
+            f"There is no active reassignment of partition {topic}-0, but replica set is 1,2 "
+            "rather than 3,4."
+        )
+    finally:
+        cluster.heal_broker(4)
+
+
+def test_the_controller_refuses_a_bad_target(
+    cluster: Cluster, capsys: pytest.CaptureFixture[str], topic: str, tmp_path: Path
+) -> None:
+    cluster.create_topic(topic, assignments={0: (1, 2)})
+    plan = write_plan(tmp_path / "move.json", {(topic, 0): (1, 9)})
+    code, _, err = reassign(cluster, capsys, "--execute", "--reassignment-json-file", plan)
+    assert code == 1
+    assert f"Error: Error reassigning partition(s):\n{topic}-0: " in err
+    assert cluster.replicas(topic, 0) == (1, 2)
+    missing = write_plan(tmp_path / "missing.json", {(topic, 5): (1, 2)})
+    code, _, err = reassign(cluster, capsys, "--execute", "--reassignment-json-file", missing)
+    assert (code, err.strip()) == (1, f"Error: Unable to find partition: {topic}-5")

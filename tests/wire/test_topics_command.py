@@ -164,3 +164,32 @@ def closed_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
     return port
+
+
+def test_alter_adds_partitions(
+    cluster: Cluster, capsys: pytest.CaptureFixture[str], topic: str
+) -> None:
+    assert topics(cluster, capsys, "--create", "--topic", topic, "--partitions", "1")[0] == 0
+    code, out, err = topics(cluster, capsys, "--alter", "--topic", topic, "--partitions", "3")
+    assert (code, out) == (0, ""), err
+    code, out, _ = topics(cluster, capsys, "--describe", "--topic", topic)
+    assert out.splitlines()[0].startswith(f"Topic: {topic}\tPartitionCount: 3\t")
+    assert cluster.wait_for_leader(topic, 2) in (1, 2, 3)
+    code, _, err = topics(
+        cluster,
+        capsys,
+        "--alter",
+        "--topic",
+        topic,
+        "--partitions",
+        "5",
+        "--replica-assignment",
+        "1,2,3,3,1",
+    )
+    assert code == 0, err
+    assert [cluster.replicas(topic, p) for p in (3, 4)] == [(3,), (1,)]
+    code, _, err = topics(cluster, capsys, "--alter", "--topic", topic, "--partitions", "2")
+    assert code == 1
+    assert "Topic currently has 5 partitions, which is higher than the requested 2." in err
+    code, _, err = topics(cluster, capsys, "--alter", "--topic", topic)
+    assert code == 1 and "--alter needs --partitions" in err
