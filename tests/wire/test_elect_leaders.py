@@ -239,3 +239,60 @@ def test_auto_rebalance_moves_leadership_back_without_an_admin_call() -> None:
             lambda: rebalancing.leader(topic, 0) == preferred, WAIT_S, "the preferred leader"
         )
         _produce_and_consume(rebalancing, topic)
+
+
+# -- unclean (election_type 1) ------------------------------------------------------------------
+
+
+def _offline_topic(cluster: Cluster) -> tuple[str, int, int]:
+    """A topic on the two brokers that are not the controller, offline: its follower stopped
+    (the ISR shrank to the leader), then its leader stopped, then the follower restarted. The
+    follower is live and out of the ISR. Returns (topic, old leader, follower)."""
+    topic = _topic()
+    controller = wait_until(cluster.controller_id, WAIT_S, "a controller")
+    leader, follower = (b for b in cluster.broker_ids if b != controller)
+    cluster.create_topic(topic, assignments={0: (leader, follower)})
+    cluster.stop_broker(follower)
+    wait_until(lambda: cluster.isr(topic, 0) == (leader,), WAIT_S, "the ISR shrunk")
+    cluster.stop_broker(leader)
+    wait_until(lambda: cluster.leader(topic, 0) == -1, WAIT_S, "the partition offline")
+    cluster.restart_broker(follower)
+    wait_until(lambda: follower in cluster.live_brokers(), WAIT_S, "the follower back")
+    assert cluster.leader(topic, 0) == -1
+    return topic, leader, follower
+
+
+def test_kafka_python_unclean_election_makes_a_live_out_of_sync_replica_lead(
+    cluster: Cluster,
+) -> None:
+    topic, leader, follower = _offline_topic(cluster)
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        response = admin.elect_leaders(1, {topic: [0]})
+        assert _partition_errors(response) == {(topic, 0): 0}
+        assert (cluster.leader(topic, 0), cluster.isr(topic, 0)) == (follower, (follower,))
+        _produce_and_consume(cluster, topic)
+        again = admin.elect_leaders(1, {topic: [0]})  # it has a live leader now
+        assert _partition_errors(again) == {(topic, 0): ErrorCode.ELECTION_NOT_NEEDED}
+    finally:
+        admin.close()
+        cluster.restart_broker(leader)
+
+
+def test_confluent_kafka_unclean_election_with_no_live_replica_is_not_available(
+    cluster: Cluster,
+) -> None:
+    topic, leader, follower = _offline_topic(cluster)
+    cluster.stop_broker(follower)
+    try:
+        wait_until(lambda: follower not in cluster.registered_brokers(), WAIT_S, "it left")
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        result = admin.elect_leaders(
+            ElectionType.UNCLEAN, [ConfluentTopicPartition(topic, 0)]
+        ).result(WAIT_S)
+        (error,) = result.values()
+        assert error.code() == KafkaError.ELIGIBLE_LEADERS_NOT_AVAILABLE
+        assert "OfflinePartitionLeaderElectionStrategy(true)" in error.str()
+    finally:
+        cluster.restart_broker(follower)
+        cluster.restart_broker(leader)
