@@ -266,6 +266,23 @@ def test_brokers_sharing_only_zookeeper_apply_an_alter_configs_sent_to_one() -> 
         assert restarted.broker.logs["split-0"].config.max_message_bytes == 4000
 
 
+def test_a_topic_created_again_after_its_deletion_takes_its_new_config() -> None:
+    """Brokers forget a deleted topic's config (a broker process caches what it read of
+    `/config/topics/<t>`), so the same name created again opens with the new one."""
+    with split_cluster(3, config=FAST) as split:
+
+        def segment_bytes() -> list[int]:
+            logs = [s.broker.logs.get("again-0") for s in split.brokers.values()]
+            return [log.config.segment_bytes for log in logs if log is not None]
+
+        split.admin.create_topic("again", 1, 3, {"segment.bytes": "100000"})
+        wait_until(lambda: segment_bytes() == [100000] * 3, message="every replica open")
+        split.admin.delete_topic("again")
+        split.admin.create_topic("again", 1, 3, {"segment.bytes": "200000"})
+        wait_until(lambda: len(segment_bytes()) == 3, message="every replica open again")
+        assert segment_bytes() == [200000] * 3
+
+
 # -- without ZooKeeper ----------------------------------------------------------------------------
 
 

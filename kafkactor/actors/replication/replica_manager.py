@@ -838,6 +838,7 @@ class ReplicaManagerActor(TracedActor):
                 self.log_manager.delete_log(tp)
             except (OSError, StorageError):
                 errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR  # the controller retries it later
+        self._forget_topic_configs({tp.topic for tp in partitions})
         self.high_watermarks.checkpoint()
         self.log_manager.checkpoint_recovery_points()
         return errors
@@ -851,6 +852,14 @@ class ReplicaManagerActor(TracedActor):
                 self.send(replica.address, event)
 
     # -- dynamic topic configs ---------------------------------------------------------------------
+
+    def _forget_topic_configs(self, topics: set[str]) -> None:
+        """A deleted topic's config is forgotten once no replica or log of it is left here, so
+        a topic created again under its name is read afresh from `/config/topics/<t>`."""
+        held = {r.topic for r in self.replicas.values()}
+        held |= {tp.topic for tp in self.log_manager.all_logs()}
+        for topic in topics - held:
+            self.topic_configs.pop(topic, None)
 
     @handles(TopicConfigChanged)
     def _on_topic_config_changed(self, event: TopicConfigChanged) -> None:
