@@ -14,7 +14,9 @@ with its message.
 Kafka answers through a DelayedElectLeader once the new leaders are in the broker's metadata
 cache (or REQUEST_TIMED_OUT for those not there within `timeout_ms`). Here the controller
 answers once it has written the partitions' state znodes and sent LeaderAndIsr and
-UpdateMetadata: a metadata request that overtakes those may still name the old leader.
+UpdateMetadata; its own broker's replica manager has that UpdateMetadata queued before the
+answer, so a Metadata request to this broker afterwards names the new leaders. `timeout_ms` is
+not used.
 """
 
 from __future__ import annotations
