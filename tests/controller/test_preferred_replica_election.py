@@ -18,7 +18,7 @@ from kafkactor.actors.controller.preferred_election_zk import (
 from kafkactor.common import TopicPartition
 from kafkactor.messages import ErrorCode
 from kafkactor.testing import Cluster, ControllerRequestError
-from tests.controller.support import SESSION_TIMEOUT_MS, settled_controller
+from tests.controller.support import SESSION_TIMEOUT_MS, partition_metadata, settled_controller
 from tests.replication.support import FAST, WAIT_S, EventLog, wait_until
 from tests.test_events_schema import load_schema
 
@@ -147,6 +147,11 @@ def test_cluster_elect_leaders_answers_per_partition(quiet: Cluster) -> None:
     assert results[(topic, 0)].error_code is ErrorCode.NONE
     assert results[(topic, 0)].leader == preferred
     assert quiet.leader(topic, 0) == preferred
+    # the controller's own broker had the UpdateMetadata queued before the answer: its cache
+    # names the new leader at once (what Kafka's DelayedElectLeader waits for)
+    controller = quiet.controller_id()
+    assert controller is not None
+    assert partition_metadata(quiet, controller, topic)[0].leader == preferred
     assert results[(topic, 1)].error_code is ErrorCode.ELECTION_NOT_NEEDED
     assert (results[(topic, 9)].error_code, results[(topic, 9)].error_message) == (
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
