@@ -20,6 +20,7 @@ class ApiKey(enum.IntEnum):
     CONTROLLED_SHUTDOWN = 7
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
+    OFFSET_DELETE = 47
     FIND_COORDINATOR = 10
     JOIN_GROUP = 11
     HEARTBEAT = 12
@@ -63,6 +64,7 @@ SUPPORTED: Final[dict[ApiKey, tuple[int, int]]] = {
     # are served through entities transcribed from Kafka 3's definitions (removed_versions.py)
     ApiKey.OFFSET_COMMIT: (0, 7),
     ApiKey.OFFSET_FETCH: (0, 5),
+    ApiKey.OFFSET_DELETE: (0, 0),  # KIP-496, Kafka 2.8's only version
     # groups only: a transaction coordinator lookup answers COORDINATOR_NOT_AVAILABLE. Every
     # Kafka broker lists FindCoordinator, and librdkafka takes its absence for a pre-0.10
     # broker and then sends lz4 batches uncompressed

@@ -48,6 +48,7 @@ from kafkactor.network.group_apis import GroupApis
 from kafkactor.network.inter_broker_apis import InterBrokerApis
 from kafkactor.network.log_dir_apis import describe_log_dirs
 from kafkactor.network.offset_apis import OffsetApis
+from kafkactor.network.offset_delete_apis import offset_delete
 from kafkactor.network.partition_admin_apis import PartitionAdminApis
 from kafkactor.network.partition_answers import (
     FETCH,
@@ -441,6 +442,7 @@ class KafkaApis:
         ApiKey.LEAVE_GROUP: _group(GroupApis.leave_group),
         ApiKey.OFFSET_COMMIT: _offset_commit,
         ApiKey.OFFSET_FETCH: _offset_fetch,
+        ApiKey.OFFSET_DELETE: lambda apis, h, b: offset_delete(apis.broker_id, h.api_version, b),
         ApiKey.DESCRIBE_GROUPS: _group(GroupApis.describe_groups),
         ApiKey.LIST_GROUPS: _group(GroupApis.list_groups),
         ApiKey.DELETE_GROUPS: _group(GroupApis.delete_groups),

@@ -68,6 +68,9 @@ from kafkactor.messages.group import (
     OffsetCommitPartitionResult,
     OffsetCommitRequest,
     OffsetCommitResponse,
+    OffsetDeletePartitionResult,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
     OffsetFetchPartitionResult,
     OffsetFetchRequest,
     OffsetFetchResponse,
@@ -1065,6 +1068,9 @@ def _plausible_group_answer(request: Request) -> Response:
         ),
         ListGroupsRequest: ListGroupsResponse(groups=(ListedGroup(group_id="a-group"),)),
         DeleteGroupsRequest: DeleteGroupsResponse(groups=(DeletedGroup(group_id="a-group"),)),
+        OffsetDeleteRequest: OffsetDeleteResponse(
+            partitions=(OffsetDeletePartitionResult(topic=TOPIC, partition=0),)
+        ),
     }
     if isinstance(request, OffsetCommitRequest):
         return OffsetCommitResponse(

@@ -21,7 +21,7 @@ import sys
 import time
 import typing
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, fields, is_dataclass
 from types import NoneType, TracebackType, UnionType
 from typing import Any, Final
@@ -485,6 +485,25 @@ def delete_groups_request(version: int) -> Any:
     return make(schema, groups_names=(GROUP, "another"))
 
 
+def offset_delete_request(
+    version: int, partitions: Mapping[str, Sequence[int]] | None = None
+) -> Any:
+    """OffsetDelete of GROUP: by default partitions 0 and 1 of TOPIC and 0 of "other"."""
+    schema = request_schema(ApiKey.OFFSET_DELETE, version)
+    topic_type = nested(schema, "OffsetDeleteRequestTopic")
+    partition_type = nested(schema, "OffsetDeleteRequestPartition")
+    wanted = {TOPIC: [0, 1], "other": [0]} if partitions is None else partitions
+    topics = tuple(
+        make(
+            topic_type,
+            name=name,
+            partitions=tuple(make(partition_type, partition_index=i32(p)) for p in indexes),
+        )
+        for name, indexes in wanted.items()
+    )
+    return make(schema, group_id=GROUP, topics=topics)
+
+
 def _offset_for_leader_epoch_request(version: int) -> Any:
     schema = request_schema(ApiKey.OFFSET_FOR_LEADER_EPOCH, version)
     topic_type = nested(schema, "OffsetForLeaderTopic")
@@ -620,6 +639,7 @@ _SAMPLES: Final[dict[ApiKey, Callable[[int], Any]]] = {
     ApiKey.DESCRIBE_GROUPS: describe_groups_request,
     ApiKey.LIST_GROUPS: list_groups_request,
     ApiKey.DELETE_GROUPS: delete_groups_request,
+    ApiKey.OFFSET_DELETE: offset_delete_request,
     ApiKey.DESCRIBE_CONFIGS: describe_configs_request,
     ApiKey.ALTER_CONFIGS: alter_configs_request,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs_request,

@@ -67,6 +67,8 @@ from kafkactor.messages.group import (
     OffsetCommitPartition,
     OffsetCommitRequest,
     OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
     OffsetFetchPartitionRequest,
     OffsetFetchRequest,
     OffsetFetchResponse,
@@ -1053,6 +1055,26 @@ def test_a_deleted_group_stays_deleted_after_failover(zk_trio: Groups) -> None:
 
     assert groups.committed(broker=new) == {}
     assert groups.describe(broker=new).state == "Dead"
+
+
+def test_deleted_offsets_stay_deleted_after_a_restart(single: Groups) -> None:
+    """OffsetDelete's tombstones are in the log when it answers: a reload does not bring the
+    offsets back, and the group, left with an offset, is still there."""
+    assert commit_errors(single.commit({0: 11, 1: 12, 2: 13})) == {NONE}
+    request = OffsetDeleteRequest(
+        group_id=GROUP,
+        partitions=tuple(OffsetFetchPartitionRequest(topic=TOPIC, partition=p) for p in (0, 2)),
+    )
+    deleted = answer(single.send(GROUP, request), OffsetDeleteResponse)
+    assert deleted.error_code is NONE
+    assert [(p.partition, p.error_code) for p in deleted.partitions] == [(0, NONE), (2, NONE)]
+    assert single.committed() == {1: 12}
+
+    single.cluster.stop_broker(1)
+    single.cluster.restart_broker(1)
+    single.wait_loaded()
+    assert single.committed() == {1: 12}
+    assert single.describe().state == "Empty"
 
 
 def test_a_restarted_broker_loads_its_groups_from_its_log(
