@@ -13,6 +13,7 @@ from functools import partial
 
 import pytest
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+from kazoo.client import KazooClient
 
 from kafkactor.actors.controller import zk_data
 from kafkactor.actors.controller.config_changes import (
@@ -34,6 +35,7 @@ from tests.controller.support import (
 )
 from tests.network.split_cluster import split_cluster
 from tests.replication.support import FAST, WAIT_S, EventLog, wait_until
+from tests.zk_conformance.conftest import RealServer
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -281,6 +283,22 @@ def test_a_topic_created_again_after_its_deletion_takes_its_new_config() -> None
         split.admin.create_topic("again", 1, 3, {"segment.bytes": "200000"})
         wait_until(lambda: len(segment_bytes()) == 3, message="every replica open again")
         assert segment_bytes() == [200000] * 3
+
+
+def test_a_config_change_on_a_real_zookeeper(real_zookeeper: RealServer) -> None:
+    """Sequential notification znodes, their ctime and the watches as a real server has them."""
+    with Cluster(2, zookeeper=real_zookeeper.hosts, session_timeout_ms=1000, config=FAST) as real:
+        assert isinstance(real._zk, KazooClient)
+        settled_controller(real)
+        real.create_topic("real", 1, 2)
+        real.alter_topic_config("real", {"retention.bytes": "123456"})
+        (notification,) = real._zk.get_children(CONFIG_CHANGES)
+        assert notification == "config_change_0000000000"
+        data, _ = real._zk.get(f"{CONFIG_CHANGES}/{notification}")
+        assert json.loads(data) == {"version": 2, "entity_path": "topics/real"}
+        real.alter_topic_config("real", {"retention.bytes": None})
+        for broker in real.brokers.values():
+            assert broker.logs["real-0"].config.retention_bytes == -1
 
 
 # -- without ZooKeeper ----------------------------------------------------------------------------
