@@ -10,23 +10,31 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from functools import partial
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 from kazoo.client import KazooClient
 
-from kafkactor.actors.controller import zk_data
+from kafkactor import zk_model
+from kafkactor.actors.controller import ZooKeeperSession, zk_data
 from kafkactor.actors.controller.config_changes import (
     CONFIG_CHANGES,
     ChangeNotificationSequence,
     EntityConfigChange,
+    change_topic_config,
     decode_config_change,
     encode_config_change,
 )
+from kafkactor.actors.controller.dynamic_config_manager import DynamicConfigManagerActor
+from kafkactor.actors.runtime import Directory, addresses
 from kafkactor.clients import ProduceError
 from kafkactor.messages import ErrorCode
 from kafkactor.storage import Log
 from kafkactor.testing import Cluster
+from kafkactor.timer import SystemClock
+from kafkactor.zk_model import EmbeddedZooKeeper
 from tests.controller.support import (
     controller_view,
     embedded_cluster,
@@ -87,6 +95,41 @@ def test_notifications_older_than_the_expiration_are_obsolete() -> None:
     created = {"config_change_0000000001": 1_000, "config_change_0000000002": 900_000}
     now = 1_000 + 15 * 60 * 1000 + 1
     assert sequence.obsolete(created, now) == ["config_change_0000000001"]
+
+
+def test_the_listener_processes_what_is_there_at_start_and_purges_expired_notifications(
+    events: EventLog,
+) -> None:
+    """One DynamicConfigManagerActor on its own: notifications written before it starts are
+    processed when it starts; with an expiration already passed, each is deleted after its
+    round (Kafka's purgeObsoleteNotifications)."""
+    zookeeper = EmbeddedZooKeeper()
+    client = zk_model.connect("embedded", embedded=zookeeper)
+    directory = Directory()
+    ref = None
+    try:
+        client.create(
+            zk_data.topic_config_path("early"), b'{"version":1,"config":{"a":"1"}}', makepath=True
+        )
+        change_topic_config(client, "early", {"retention.ms": "5"})
+        session = cast(ZooKeeperSession, SimpleNamespace(client=client))
+        address = addresses.dynamic_config_manager(1)
+        ref = DynamicConfigManagerActor.start(
+            address, directory, SystemClock(), 1, zk=session, expiration_ms=-1
+        )
+        directory.register(address, ref)
+        wait_until(lambda: client.get_children(CONFIG_CHANGES) == [], message="purged")
+        (processed,) = events.named("config_change.processed")
+        assert processed["overrides"] == {"retention.ms": "5"}
+        assert processed["notification"] == "config_change_0000000000"
+        change_topic_config(client, "early", {"retention.ms": "6"})  # the watch is set again
+        wait_until(lambda: len(events.named("config_change.processed")) == 2, message="next")
+        wait_until(lambda: client.get_children(CONFIG_CHANGES) == [], message="purged again")
+    finally:
+        if ref is not None:
+            ref.stop()
+        client.stop()
+        client.close()
 
 
 # -- through ZooKeeper --------------------------------------------------------------------------
