@@ -26,6 +26,7 @@ from kafkactor.server.zookeeper import LocalZooKeeper
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = (
+    "admin_bench",
     "analytics_bench",
     "compaction_bench",
     "group_bench",
@@ -134,6 +135,25 @@ def test_group_bench(runs: dict[str, Run]) -> None:
     for run in [*rebalances, failover]:
         assert run["error"] == "" and run["total_ms"] > 0, run
     assert failover["elected_ms"] <= failover["total_ms"]
+
+
+@pytest.mark.timeout(WAIT_S + 10)
+def test_admin_bench(runs: dict[str, Run]) -> None:
+    stdout, document = runs["admin_bench"].wait()
+    for title in ("grow/create", "p99 during/before", "lost"):
+        assert title in stdout, title
+    grows = document["add_partitions"]
+    assert [g["path"] for g in grows] == ["in-process", "wire"]
+    for grow in grows:
+        [run] = grow["runs"]
+        assert run["error"] == "", run
+        assert 0 < run["grow_call_ms"] < run["grow_to_ack_ms"], run
+        assert 0 < run["create_call_ms"] < run["create_to_ack_ms"], run
+        assert run["existing_ms"] > 0 and grow["summary"]["ratio"]["median"] > 0
+    [move] = document["reassignments"]
+    assert move["error"] == "" and move["reassign_s"] > 0, move
+    assert move["moved_mib"] > 0 and move["before_acks"] > 0
+    assert move["acked"] > 0 and move["lost"] == 0 and move["failed"] == 0, move
 
 
 @pytest.mark.timeout(WAIT_S + 10)
