@@ -257,3 +257,20 @@ def test_a_new_controller_resumes_a_reassignment_and_finishes_it(
     assert read_partition(cluster, topic, 0) == {0: b"before"}
     cluster.restart_broker(controller)
     settled_controller(cluster)
+
+
+def test_a_topic_znode_that_does_not_decode_fails_that_partition_only(
+    cluster: Cluster, events: EventLog
+) -> None:
+    topic, other = "undecodable", "decodable"
+    cluster.create_topic(topic, assignments={0: (1, 2)})
+    cluster.create_topic(other, assignments={0: (1, 2)})
+    cluster._zk.set(zk_data.topic_path(topic), b"{not json")
+    results = cluster.reassign_partitions({(topic, 0): [2, 3], (other, 0): [2, 3]})
+    assert results == {
+        (topic, 0): (ErrorCode.UNKNOWN_SERVER_ERROR, None),
+        (other, 0): (ErrorCode.NONE, None),
+    }
+    assert events.named("controller.bad_topic", topic=topic)
+    cluster.wait_for_reassignments()
+    assert cluster.replicas(other, 0) == (2, 3)

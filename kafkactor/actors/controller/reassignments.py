@@ -8,7 +8,7 @@ import contextlib
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import KazooException, NoNodeError
 from kazoo.protocol.states import EventType
 
 from kafkactor.actors.controller import zk_data
@@ -314,7 +314,22 @@ class PartitionReassignments(TracedActor):
             if refused is not None:
                 results[key] = refused
                 continue
-            self._on_partition_reassignment(key, assignment, trigger)
+            before = (self.state.partitions[key], self.state.reassigning.get(key))
+            try:
+                self._on_partition_reassignment(key, assignment, trigger)
+            except (KazooException, zk_data.MalformedZnodeError) as error:
+                # Kafka answers UNKNOWN_SERVER_ERROR for a partition whose step failed; what
+                # the decision changed in memory is undone
+                self.state.partitions[key] = before[0]
+                if before[1] is None:
+                    self.state.reassigning.pop(key, None)
+                else:
+                    self.state.reassigning[key] = before[1]
+                self.log_event(
+                    "controller.bad_topic", topic=key.topic, error=f"reassignment: {error!r}"
+                )
+                results[key] = ReassignmentError(ErrorCode.UNKNOWN_SERVER_ERROR)
+                continue
             results[key] = None
         return results
 
