@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from functools import partial
 
+import jsonschema
 import pytest
 
 from kafkactor.actors.controller import zk_data
@@ -26,10 +27,12 @@ from tests.controller.support import (
     settled_controller,
 )
 from tests.replication.support import EventLog, wait_until
+from tests.test_events_schema import load_schema
 
 pytestmark = pytest.mark.timeout(120)
 
 MIN_ISR_2 = {"min.insync.replicas": "2"}
+VALIDATOR = jsonschema.Draft202012Validator(load_schema())
 
 
 @pytest.fixture(scope="module")
@@ -91,8 +94,11 @@ def test_a_partition_moves_under_an_acks_all_load_and_loses_nothing(
 
     for broker in (2, 3, 4):
         wait_until(partial(replicated, broker), message=f"broker {broker} has every record")
-    phases = [e["phase"] for e in events.named("controller.partition_reassignment", topic=topic)]
-    assert phases == ["started", "completed"]
+    steps = events.named("controller.partition_reassignment", topic=topic)
+    assert [e["phase"] for e in steps] == ["started", "completed"]
+    assert steps[1]["deleted_replicas"] == [1] and steps[1]["replicas"] == [2, 3, 4]
+    for event in steps:  # as kafkactor/events.schema.json describes them
+        VALIDATOR.validate(event)
     assert cluster.list_partition_reassignments() == {}
 
 
@@ -209,7 +215,8 @@ def test_the_admin_znode_reassigns_and_goes_once_done(cluster: Cluster, events: 
     # the watch is set again; a znode that does not decode is deleted, not left to block
     cluster._zk.create(REASSIGN_PARTITIONS, b"{not json")
     wait_until(lambda: cluster._zk.exists(REASSIGN_PARTITIONS) is None, message="bad znode gone")
-    assert events.named("controller.bad_reassign_partitions", path=REASSIGN_PARTITIONS)
+    (bad,) = events.named("controller.bad_reassign_partitions", path=REASSIGN_PARTITIONS)
+    VALIDATOR.validate(bad)
     cluster._zk.create(
         REASSIGN_PARTITIONS,
         encode_reassign_partitions({TopicPartition(topic=topic, partition=1): (4, 3)}),
