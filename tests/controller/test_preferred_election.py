@@ -193,3 +193,12 @@ def test_topics_being_deleted_are_left_out_of_the_check() -> None:
     state.begin_deletion("gone")
     assert imbalance_ratios(state) == {}
     assert imbalanced_partitions(state, 0) == []
+
+
+def test_a_ratio_equal_to_the_percentage_is_not_above_it() -> None:
+    # 7 of 25 not led: 0.28, not above 28 %, in Kafka's comparison (ratio > percentage / 100;
+    # 7/25 * 100 > 28 would say it is, in floats)
+    state = state_with(*[((1, 2), 2, (2, 1))] * 7, *[((1, 2), 1, (1, 2))] * 18)
+    assert imbalance_ratios(state)[1] == pytest.approx(0.28)
+    assert imbalanced_partitions(state, 28) == []
+    assert imbalanced_partitions(state, 27) == [tp(p) for p in range(7)]

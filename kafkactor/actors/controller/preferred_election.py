@@ -181,7 +181,7 @@ def imbalanced_partitions(state: ControllerState, percentage: int) -> list[Topic
     chosen = []
     for key, p in sorted(state.partitions.items()):
         broker = p.replicas[0]
-        if ratios[broker] * 100 <= percentage or p.leader == broker:
+        if not ratios[broker] > percentage / 100 or p.leader == broker:  # Kafka's comparison
             continue
         if broker in live and broker in p.isr:
             chosen.append(key)
