@@ -225,6 +225,28 @@ def test_the_admin_znode_reassigns_and_goes_once_done(cluster: Cluster, events: 
     assert cluster.replicas(topic, 1) == (4, 3)
 
 
+def test_a_removed_replica_on_a_broker_that_is_down_is_deleted_when_it_returns(
+    cluster: Cluster,
+) -> None:
+    topic = "down-origin"
+    old, kept, new = not_controller(cluster, 3)
+    cluster.create_topic(topic, assignments={0: (old, kept)})
+    producer = cluster.producer(acks=-1)
+    for i in range(10):
+        producer.send(topic, f"r{i}".encode(), partition=0).result(10)
+    cluster.stop_broker(old)
+    cluster.wait_for_leader(topic, 0, not_broker=old)
+    assert cluster.reassign_partitions({(topic, 0): [kept, new]}) == {
+        (topic, 0): (ErrorCode.NONE, None)
+    }
+    cluster.wait_for_reassignments([(topic, 0)])  # the dead original replica is not waited for
+    assert cluster.replicas(topic, 0) == (kept, new)
+    cluster.restart_broker(old)
+    wait_until(lambda: not holds(cluster, old, topic), message="its replica deleted on return")
+    assert len(read_partition(cluster, topic, 0)) == 10
+    settled_controller(cluster)
+
+
 def test_a_new_controller_resumes_a_reassignment_and_finishes_it(
     cluster: Cluster, events: EventLog
 ) -> None:
