@@ -83,6 +83,9 @@ class ControllerActor(ReplicaElections, PartitionReassignments):
       broker registers again. Once every replica is deleted, `/brokers/topics/<t>` (with
       its partition states), `/config/topics/<t>` and then `/admin/delete_topics/<t>` are
       deleted and the topic is forgotten. A mark for a topic that does not exist is removed.
+    - **Replica elections** (inherited from `ReplicaElections`): the partitions listed in
+      `/admin/preferred_replica_election`, ElectLeaders requests, and the leader-imbalance
+      check of `auto.leader.rebalance.enable` on the broker's timer.
     - **Fencing.** On losing its ZooKeeper session, or finding a newer controller epoch in a
       znode it was about to write, it resigns and stops acting; brokers reject requests of
       older epochs on their own.
