@@ -20,7 +20,7 @@ from kafka import KafkaAdminClient, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from kafkactor.testing import Cluster
-from tests.wire.groups import group_of, quickstart_cluster
+from tests.wire.groups import coordinator_of, group_of, quickstart_cluster
 from tests.wire.test_groups_kafka_python import members, wait_for_split
 
 pytestmark = pytest.mark.timeout(120)
@@ -115,3 +115,17 @@ def test_an_unknown_group_is_not_found(quick: Cluster, topic: str) -> None:
     quick.create_topic(topic, partitions=1, replication_factor=3)
     with admin_client(quick) as admin, pytest.raises(kafka.errors.GroupIdNotFoundError):
         admin.delete_group_offsets(group_of(topic), [TopicPartition(topic, 0)])
+
+
+def test_a_broker_that_is_not_the_coordinator_says_so(quick: Cluster, topic: str) -> None:
+    """Sent to another broker, OffsetDelete is NOT_COORDINATOR (kafka-python raises it; it
+    looks the coordinator up itself when not told which broker it is), and nothing goes."""
+    quick.create_topic(topic, partitions=1, replication_factor=3)
+    group = group_of(topic)
+    tp = TopicPartition(topic, 0)
+    elsewhere = next(b for b in quick.live_brokers() if b != coordinator_of(quick, group))
+    with admin_client(quick) as admin:
+        admin.alter_group_offsets(group, {tp: OffsetAndMetadata(2, "", -1)})
+        with pytest.raises(kafka.errors.NotCoordinatorError):
+            admin.delete_group_offsets(group, [tp], group_coordinator_id=elsewhere)
+        assert committed(admin, group) == {tp: 2}
