@@ -11,6 +11,7 @@ from kafkactor.actors.controller.preferred_election import (
     imbalance_ratios,
     imbalanced_partitions,
 )
+from kafkactor.actors.controller.replica_assignment import ReplicaAssignment
 from kafkactor.actors.controller.state import ControllerState
 from kafkactor.common import NO_LEADER, PartitionLeaderState, TopicPartition
 from kafkactor.messages import ErrorCode
@@ -202,3 +203,11 @@ def test_a_ratio_equal_to_the_percentage_is_not_above_it() -> None:
     assert imbalance_ratios(state)[1] == pytest.approx(0.28)
     assert imbalanced_partitions(state, 28) == []
     assert imbalanced_partitions(state, 27) == [tp(p) for p in range(7)]
+
+
+def test_nothing_is_rebalanced_while_a_partition_is_being_reassigned() -> None:
+    state = state_with(((1, 2), 2, (2, 1)), ((3, 2, 1), 2, (2, 1, 3)))
+    state.reassigning[tp(1)] = ReplicaAssignment(replicas=(3, 2, 1), adding=(3,), removing=(1,))
+    assert imbalanced_partitions(state, 10) == []
+    del state.reassigning[tp(1)]
+    assert imbalanced_partitions(state, 10) == [tp(0), tp(1)]

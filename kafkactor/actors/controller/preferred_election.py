@@ -174,8 +174,11 @@ def imbalanced_partitions(state: ControllerState, percentage: int) -> list[Topic
     """Kafka's checkAndTriggerAutoLeaderRebalance: for each broker whose imbalance ratio is
     above `leader.imbalance.per.broker.percentage` / 100, the partitions it is preferred for
     and does not lead, where it can lead now: it is live, not shutting down and in the ISR.
+    None while a partition is being reassigned.
     (Kafka filters on live only and lets the election fail for an ISR it is not in: the same
     leaders, without a failed election logged at every check.)"""
+    if state.reassigning:  # Kafka elects nothing while any partition is being reassigned
+        return []
     ratios = imbalance_ratios(state)
     live = _may_lead(state)
     chosen = []
