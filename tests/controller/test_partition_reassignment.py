@@ -247,6 +247,37 @@ def test_a_removed_replica_on_a_broker_that_is_down_is_deleted_when_it_returns(
     settled_controller(cluster)
 
 
+def test_the_leader_dying_mid_reassignment_loses_no_acknowledged_record(cluster: Cluster) -> None:
+    topic = "leader-died"
+    old, kept, new = not_controller(cluster, 3)
+    cluster.create_topic(topic, assignments={0: (old, kept)})
+    producer = cluster.producer(acks=-1, timeout_ms=2_000, retries=40, retry_backoff_ms=50)
+    cluster.isolate_broker(new)  # phase B waits for it
+    try:
+        with numbered_load(producer, topic, 0) as load:
+            wait_until(lambda: len(load.acked) >= 20, message="20 acknowledged records")
+            assert cluster.reassign_partitions({(topic, 0): [kept, new]}) == {
+                (topic, 0): (ErrorCode.NONE, None)
+            }
+            cluster.kill_broker(old)  # the leader: the live ISR member takes over
+            cluster.wait_for_leader(topic, 0, not_broker=old)
+            died_at = time.monotonic()
+            wait_until(lambda: load.acked_after(died_at) >= 20, message="20 acks after")
+            assert cluster.list_partition_reassignments() != {}  # still waiting for `new`
+        acked = list(load.acked)
+    finally:
+        cluster.heal_broker(new)
+    cluster.wait_for_reassignments([(topic, 0)])
+    assert cluster.replicas(topic, 0) == (kept, new)
+    assert load.failed == []
+    stored = read_partition(cluster, topic, 0)
+    lost = [(a.offset, a.value) for a in acked if stored.get(a.offset) != a.value]
+    assert not lost, f"{len(lost)} acknowledged records lost, e.g. {lost[:5]}"
+    cluster.restart_broker(old)
+    wait_until(lambda: not holds(cluster, old, topic), message="its replica deleted on return")
+    settled_controller(cluster)
+
+
 def test_a_new_controller_resumes_a_reassignment_and_finishes_it(
     cluster: Cluster, events: EventLog
 ) -> None:
