@@ -397,8 +397,9 @@ class GroupCoordinatorCore:
 
     def handle_delete_groups(self, group_ids: Iterable[str], now_ms: int) -> DeleteGroupsOutcome:
         """DeleteGroups: an Empty group goes (Dead), with its offsets, which the outcome's
-        tombstones name; one with members answers NON_EMPTY_GROUP, an unknown one
-        GROUP_ID_NOT_FOUND."""
+        tombstones name, and its metadata unless it never had a generation (Kafka's
+        cleanupGroupMetadata: a group that only stored offsets has no metadata record); one
+        with members answers NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND."""
         errors: dict[str, ErrorCode] = {}
         tombstones = []
         for group_id in group_ids:
@@ -414,7 +415,9 @@ class GroupCoordinatorCore:
                 group.transition_to(GroupState.DEAD, now_ms)
                 removed = group.remove_all_offsets()
                 del self.groups[group_id]
-                tombstones.append(GroupTombstones(group_id, tuple(removed)))
+                metadata = group.generation_id > 0
+                if removed or metadata:
+                    tombstones.append(GroupTombstones(group_id, tuple(removed), metadata))
                 errors[group_id] = ErrorCode.NONE
         return DeleteGroupsOutcome(errors, tuple(tombstones))
 

@@ -169,9 +169,24 @@ def test_delete_groups() -> None:
         "idle": NONE,
         "unknown": ErrorCode.GROUP_ID_NOT_FOUND,
     }
-    assert outcome.tombstones == (GroupTombstones("idle", (TP0, TP1)),)
+    # "idle" only stored offsets (generation 0): no metadata record, so no metadata tombstone
+    assert outcome.tombstones == (GroupTombstones("idle", (TP0, TP1), metadata=False),)
     assert shell.core.group("idle") is None
     assert shell.core.handle_fetch_offsets("idle", [TP0])[1][TP0].offset == -1
+
+
+def test_delete_groups_writes_a_metadata_tombstone_for_a_group_that_had_a_generation() -> None:
+    shell = Shell()
+    (a,), _ = shell.stable_group(1)
+    shell.leave(a)
+    outcome = shell.core.handle_delete_groups([GROUP], shell.now)
+    assert outcome.tombstones == (GroupTombstones(GROUP, (), metadata=True),)
+    # a group with neither offsets nor a generation (its only member never came back with
+    # the id it was handed): deleted with nothing to write
+    shell.join(require_known=True)
+    assert shell.state() is GroupState.EMPTY and shell.group().generation_id == 0
+    outcome = shell.core.handle_delete_groups([GROUP], shell.now)
+    assert (outcome.errors, outcome.tombstones) == ({GROUP: NONE}, ())
 
 
 # -- which coordinator answers -----------------------------------------------------------------
