@@ -11,6 +11,7 @@ from functools import partial
 
 import jsonschema
 import pytest
+from kazoo.client import KazooClient
 
 from kafkactor.actors.controller import zk_data
 from kafkactor.actors.controller.reassignment_zk import (
@@ -28,6 +29,7 @@ from tests.controller.support import (
 )
 from tests.replication.support import EventLog, wait_until
 from tests.test_events_schema import load_schema
+from tests.zk_conformance.conftest import RealServer
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -334,3 +336,31 @@ def test_a_topic_znode_that_does_not_decode_fails_that_partition_only(
     assert events.named("controller.bad_topic", topic=topic)
     cluster.wait_for_reassignments()
     assert cluster.replicas(other, 0) == (2, 3)
+
+
+def test_reassignments_on_a_real_zookeeper(real_zookeeper: RealServer) -> None:
+    """The same code on a real ZooKeeper 3.8 server: the exists watch on
+    `/admin/reassign_partitions` fires on creation, the topic znode's version 2 fields, and
+    the znode deleted once done."""
+    with Cluster(3, zookeeper=real_zookeeper.hosts, session_timeout_ms=1000) as real:
+        assert isinstance(real._zk, KazooClient)  # really on the server, not the model
+        settled_controller(real)
+        real.create_topic("real", assignments={0: (1, 2), 1: (2, 3)})
+        assert real.reassign_partitions({("real", 0): [2, 3]}) == {
+            ("real", 0): (ErrorCode.NONE, None)
+        }
+        real.wait_for_reassignments()
+        assert real.replicas("real", 0) == (2, 3)
+        real._zk.create(
+            REASSIGN_PARTITIONS,
+            encode_reassign_partitions({TopicPartition(topic="real", partition=1): (3, 1)}),
+            makepath=True,
+        )
+        wait_until(lambda: real._zk.exists(REASSIGN_PARTITIONS) is None, message="deleted")
+        assert real.replicas("real", 1) == (3, 1)
+        assert topic_znode(real, "real")["adding_replicas"] == {}
+        gone = TopicPartition(topic="real", partition=0)
+        wait_until(
+            lambda: gone not in real.brokers[1].log_manager.all_logs(),
+            message="broker 1's replica of partition 0 deleted",
+        )
