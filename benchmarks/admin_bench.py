@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import itertools
 import math
 import sys
@@ -371,6 +372,7 @@ def move_run(args: argparse.Namespace) -> MoveRun:
     with Cluster(4) as cluster:
         cluster.create_topic(topic, assignments={0: ORIGIN}, config={"min.insync.replicas": "2"})
         fill(cluster.producer(acks=-1, retries=10), topic, fill_records)
+        gc.collect()  # the fill's garbage, not collected inside the windows
         load = Load(producer_for_load(cluster, args), topic, args.rate)
         warm = load.producer.send(topic, VALUE, partition=0).result(WAIT_S)  # metadata first
         load.acked[warm.offset] = VALUE
