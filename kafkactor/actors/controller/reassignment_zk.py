@@ -203,8 +203,3 @@ class ReassignmentZk:
     def delete_admin(self) -> None:
         with contextlib.suppress(NoNodeError):
             self.zk.delete(REASSIGN_PARTITIONS)
-
-    def create_admin(self, targets: Mapping[TopicPartition, tuple[int, ...]]) -> None:
-        """What kafka-reassign-partitions.sh --zookeeper does: create the znode (NodeExists
-        when a reassignment through it is still under way)."""
-        self.zk.create(REASSIGN_PARTITIONS, encode_reassign_partitions(targets), makepath=True)
