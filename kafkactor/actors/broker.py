@@ -30,6 +30,7 @@ from kafkactor.actors.replication import (
     ReplicaPurgatoryActor,
 )
 from kafkactor.actors.replication.producer_ids import producer_id_manager
+from kafkactor.actors.replication.topic_purgatory import TopicPurgatoryActor
 from kafkactor.actors.runtime import Client, Directory, RequestTimeoutError, addresses
 from kafkactor.messages import ErrorCode, ErrorResponse
 from kafkactor.messages.controller import (
@@ -223,6 +224,9 @@ class Broker:
                 name="DeleteRecords",
                 purge_interval=1,  # Kafka's delete.records.purgatory.purge.interval.requests
             ),
+            TopicPurgatoryActor.start(
+                addresses.topic_purgatory(broker), directory, self.timer, clock, broker
+            ),
             ReplicaManagerActor.start(
                 addresses.replica_manager(broker),
                 directory,
@@ -254,6 +258,7 @@ class Broker:
                 addresses.produce_purgatory(broker),
                 addresses.fetch_purgatory(broker),
                 addresses.delete_records_purgatory(broker),
+                addresses.topic_purgatory(broker),
                 addresses.replica_manager(broker),
                 addresses.group_coordinator(broker),
             ],

@@ -1,5 +1,6 @@
-"""KafkaApis' cluster and admin APIs: Metadata (with auto-creation), CreateTopics, DeleteTopics
-and InitProducerId — the ones that read the metadata cache or need blocking admin work."""
+"""KafkaApis' cluster and admin APIs: Metadata (with auto-creation) and InitProducerId — the
+ones that read the metadata cache or need blocking admin work — and what the admin APIs share
+(`TopicAdmin`, `KafkaApisConfig`); CreateTopics and DeleteTopics are `topic_admin_apis`'."""
 
 from __future__ import annotations
 
@@ -7,19 +8,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from kafkactor.actors.controller import zk_data
-from kafkactor.actors.controller.admin_zk import (
-    BOTH_SIZES_AND_ASSIGNMENTS,
-    NOT_CONSECUTIVE,
-    validate_replica_assignment,
-)
 from kafkactor.actors.runtime import addresses
-from kafkactor.common import (
-    BrokerEndpoint,
-    InvalidReplicaAssignmentError,
-    TopicExistsError,
-    UnknownTopicError,
-)
+from kafkactor.common import BrokerEndpoint, TopicExistsError
 from kafkactor.messages import ErrorCode, ErrorResponse, Response
 from kafkactor.messages.replication import MetadataRequest, MetadataResponse, TopicMetadata
 from kafkactor.network.api_versions import ApiKey
@@ -57,15 +47,18 @@ class TopicAdmin(Protocol):
         config: Mapping[str, str],
         *,
         assignments: Mapping[int, Sequence[int]] | None = None,
+        wait: bool = True,
     ) -> Any:
         """Create a topic with `assignments` (partition -> replicas, the first the preferred
-        leader; `partitions` and `replication_factor` then None) or a generated assignment."""
+        leader; `partitions` and `replication_factor` then None) or a generated assignment;
+        without `wait`, return once ZooKeeper has it (not waiting for its leaders)."""
 
     def registered_brokers(self) -> list[int]:
         """The brokers registered in ZooKeeper: those a manual assignment may name."""
 
-    def delete_topic(self, name: str) -> None:
-        """Delete a topic; raises `UnknownTopicError` for a topic that does not exist."""
+    def delete_topic(self, name: str, *, wait: bool = True) -> None:
+        """Delete a topic; raises `UnknownTopicError` for a topic that does not exist. Without
+        `wait`, return once it is marked for deletion."""
 
 
 class ProducerIdSource(Protocol):
@@ -96,8 +89,8 @@ class AdminApis:
 
     Metadata asks the replica manager's metadata cache and, for unknown topics when
     auto-creation is on, creates them through the `TopicAdmin` (answering LEADER_NOT_AVAILABLE
-    meanwhile, as Kafka does); CreateTopics and DeleteTopics go through the `TopicAdmin`,
-    InitProducerId through the `ProducerIdSource`, both as blocking `Admin` steps.
+    meanwhile, as Kafka does), InitProducerId through the `ProducerIdSource`, both as blocking
+    `Admin` steps.
     """
 
     def __init__(
@@ -286,179 +279,8 @@ class AdminApis:
 
         return Admin(_quietly(source.generate_producer_id), generated)
 
-    # -- CreateTopics ---------------------------------------------------------------------------
-
-    def create_topics(self, version: int, body: Any) -> Step:
-        schema = response_type(ApiKey.CREATE_TOPICS, version)
-        result_type = nested(schema, "CreatableTopicResult")
-        admin = self.admin
-        requested = list(body.topics)
-        names = [t.name for t in requested]
-        duplicated = {n for n in names if names.count(n) > 1}
-
-        def check(topic: Any) -> tuple[ErrorCode, str] | None:
-            partitions, factor = int(topic.num_partitions), int(topic.replication_factor)
-            refusals = (
-                (topic.name in duplicated, ErrorCode.INVALID_REQUEST, "named more than once"),
-                (
-                    not legal_topic_name(topic.name),
-                    ErrorCode.INVALID_TOPIC_EXCEPTION,
-                    f"illegal topic name {topic.name!r}",
-                ),
-                (
-                    bool(topic.assignments) and (partitions != -1 or factor != -1),
-                    ErrorCode.INVALID_REQUEST,
-                    BOTH_SIZES_AND_ASSIGNMENTS,
-                ),
-                (partitions < 1 and partitions != -1, ErrorCode.INVALID_PARTITIONS, "partitions<1"),
-                (
-                    max(partitions, len(topic.assignments)) > self.config.max_partitions_per_topic,
-                    ErrorCode.INVALID_PARTITIONS,
-                    f"more than {self.config.max_partitions_per_topic} partitions",
-                ),
-                (
-                    factor < 1 and factor != -1,
-                    ErrorCode.INVALID_REPLICATION_FACTOR,
-                    "replication factor < 1",
-                ),
-                (admin is None, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "no topic admin here"),
-            )
-            refused = next(((code, why) for bad, code, why in refusals if bad), None)
-            return refused if refused is not None else _config_refusal(topic.configs)
-
-        checked = {t.name: check(t) for t in requested}
-
-        def create() -> dict[str, tuple[ErrorCode, str]]:
-            outcomes: dict[str, tuple[ErrorCode, str]] = {}
-            for topic in requested:
-                if checked[topic.name] is not None or admin is None:
-                    continue
-                partitions = int(topic.num_partitions)
-                factor = int(topic.replication_factor)
-                try:
-                    assignments = _assignments(topic.assignments)
-                    if body.validate_only:  # Kafka checks a manual assignment here too
-                        if assignments is not None:
-                            validate_replica_assignment(assignments, admin.registered_brokers())
-                        continue
-                    if assignments is None:  # Kafka's defaults for -1 (num.partitions, ...)
-                        partitions = partitions if partitions > 0 else self.config.num_partitions
-                        factor = factor if factor > 0 else self.config.default_replication_factor
-                    admin.create_topic(
-                        topic.name,
-                        partitions if assignments is None else None,
-                        factor if assignments is None else None,
-                        {c.name: c.value for c in topic.configs if c.value is not None},
-                        assignments=assignments,
-                    )
-                except TopicExistsError as error:
-                    outcomes[topic.name] = (ErrorCode.TOPIC_ALREADY_EXISTS, str(error))
-                except InvalidReplicaAssignmentError as error:
-                    outcomes[topic.name] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(error))
-                except ValueError as error:
-                    code = (
-                        ErrorCode.INVALID_REPLICATION_FACTOR
-                        if "replication factor" in str(error)
-                        else ErrorCode.INVALID_CONFIG
-                    )
-                    outcomes[topic.name] = (code, str(error))
-                except Exception as error:  # a ZooKeeper or controller failure: reported
-                    outcomes[topic.name] = (ErrorCode.UNKNOWN_SERVER_ERROR, str(error))
-            return outcomes
-
-        def created(outcomes: Any) -> Step:
-            failed = outcomes if isinstance(outcomes, dict) else {}
-            results = []
-            for topic in requested:
-                code, message = checked[topic.name] or failed.get(
-                    topic.name, (ErrorCode.NONE, None)
-                )
-                if isinstance(outcomes, TimeoutError):
-                    code, message = ErrorCode.REQUEST_TIMED_OUT, str(outcomes)
-                elif isinstance(outcomes, BaseException):
-                    code, message = ErrorCode.UNKNOWN_SERVER_ERROR, str(outcomes)
-                results.append(
-                    build(result_type, name=topic.name, error_code=code, error_message=message)
-                )
-            return Answer(build(schema, throttle_time=NO_THROTTLE, topics=tuple(results)))
-
-        return Admin(create, created)
-
-    # -- DeleteTopics ---------------------------------------------------------------------------
-
-    def delete_topics(self, version: int, body: Any) -> Step:
-        schema = response_type(ApiKey.DELETE_TOPICS, version)
-        result_type = nested(schema, "DeletableTopicResult")
-        names = list(dict.fromkeys(body.topic_names))
-        admin = self.admin
-        enabled = self.config.delete_topic_enable and admin is not None
-
-        def delete() -> dict[str, ErrorCode]:
-            outcomes = {}
-            for name in names:
-                if not enabled or admin is None:
-                    outcomes[name] = ErrorCode.TOPIC_DELETION_DISABLED
-                    continue
-                try:
-                    admin.delete_topic(name)
-                except UnknownTopicError:
-                    outcomes[name] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                except Exception:  # a ZooKeeper or controller failure, or a timeout
-                    outcomes[name] = ErrorCode.REQUEST_TIMED_OUT
-                else:
-                    outcomes[name] = ErrorCode.NONE
-            return outcomes
-
-        def deleted(outcomes: Any) -> Step:
-            codes = outcomes if isinstance(outcomes, dict) else {}
-            return Answer(
-                build(
-                    schema,
-                    throttle_time=NO_THROTTLE,
-                    responses=tuple(
-                        build(
-                            result_type,
-                            name=name,
-                            error_code=codes.get(name, ErrorCode.UNKNOWN_SERVER_ERROR),
-                        )
-                        for name in names
-                    ),
-                )
-            )
-
-        return Admin(delete, deleted)
-
 
 # -- helpers -------------------------------------------------------------------------------------
-
-
-def _config_refusal(configs: Sequence[Any]) -> tuple[ErrorCode, str] | None:
-    """Kafka's check of a CreateTopics topic's configs, before anything is created (and also
-    for `validate_only`): a null value is INVALID_REQUEST; an unknown key or a value Kafka's
-    LogConfig refuses is INVALID_CONFIG, its message naming the key and the valid values."""
-    nulls = [c.name for c in configs if c.value is None]
-    if nulls:
-        return (
-            ErrorCode.INVALID_REQUEST,
-            f"Null value not supported for topic configs : {','.join(nulls)}",
-        )
-    try:
-        zk_data.log_config_from({c.name: c.value for c in configs})
-    except ValueError as error:  # UnknownTopicConfigError and TopicConfigError among them
-        return ErrorCode.INVALID_CONFIG, str(error)
-    return None
-
-
-def _assignments(entries: Sequence[Any]) -> dict[int, tuple[int, ...]] | None:
-    """A CreateTopics topic's manual assignment (CreatableReplicaAssignment entries) as
-    partition -> replicas, None when it has none; a partition named twice is refused as
-    Kafka refuses ids that are not 0..n-1."""
-    if not entries:
-        return None
-    assignments = {int(e.partition_index): tuple(int(b) for b in e.broker_ids) for e in entries}
-    if len(assignments) != len(entries):
-        raise InvalidReplicaAssignmentError(NOT_CONSECUTIVE)
-    return assignments
 
 
 def controller_for_clients(controller_id: int, endpoints: Sequence[BrokerEndpoint]) -> int:

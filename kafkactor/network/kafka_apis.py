@@ -2,11 +2,11 @@
 
 `KafkaApis.handle` turns one decoded request into a `Step` (`kafkactor.network.steps`); the
 actor shell (`KafkaApisActor`) runs the steps. The data APIs (Produce, Fetch, ListOffsets,
-OffsetForLeaderEpoch) and ApiVersions are here; the cluster and admin ones (Metadata,
-CreateTopics, DeleteTopics, InitProducerId) are `AdminApis`'; the consumer-group ones
-(FindCoordinator, JoinGroup to DeleteGroups, the offset APIs) `GroupApis`'; DescribeConfigs
-is `ConfigApis`', DescribeCluster `ClusterApis`'. Everything is plain translation, tested
-without threads.
+OffsetForLeaderEpoch) and ApiVersions are here; Metadata and InitProducerId are `AdminApis`',
+CreateTopics and DeleteTopics `TopicAdminApis`', CreatePartitions `PartitionAdminApis`'; the
+consumer-group ones (FindCoordinator, JoinGroup to DeleteGroups, the offset APIs)
+`GroupApis`'; DescribeConfigs is `ConfigApis`', DescribeCluster `ClusterApis`'. Everything is
+plain translation, tested without threads.
 """
 
 from __future__ import annotations
@@ -73,6 +73,7 @@ from kafkactor.network.steps import (
     error_of,
     millis,
 )
+from kafkactor.network.topic_admin_apis import TopicAdminApis
 
 __all__ = [
     "Admin",
@@ -139,6 +140,7 @@ class KafkaApis:
         )
         self.cluster_apis = ClusterApis(broker_id, self.config.cluster_id)
         self.partition_admin_apis = PartitionAdminApis(broker_id, self.config, admin=admin)
+        self.topic_admin_apis = TopicAdminApis(broker_id, self.config, admin=admin)
 
     def handle(self, header: RequestHeader, body: Any) -> Step:
         api = header.api_key
@@ -386,10 +388,10 @@ class KafkaApis:
         return self.admin_apis.metadata(header.api_version, body)
 
     def _create_topics(self, header: RequestHeader, body: Any) -> Step:
-        return self.admin_apis.create_topics(header.api_version, body)
+        return self.topic_admin_apis.create_topics(header.api_version, body)
 
     def _delete_topics(self, header: RequestHeader, body: Any) -> Step:
-        return self.admin_apis.delete_topics(header.api_version, body)
+        return self.topic_admin_apis.delete_topics(header.api_version, body)
 
     def _init_producer_id(self, header: RequestHeader, body: Any) -> Step:
         return self.admin_apis.init_producer_id(header.api_version, body)

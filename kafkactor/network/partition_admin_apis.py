@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from kafkactor.actors.runtime import addresses
@@ -11,6 +11,7 @@ from kafkactor.common import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
+    TopicPartition,
     TopicQueuedForDeletionError,
     UnknownTopicError,
 )
@@ -27,7 +28,9 @@ from kafkactor.network.steps import (
     Step,
     error_of,
     legal_topic_name,
+    millis,
 )
+from kafkactor.network.topic_waits import await_led
 
 __all__ = ["DUPLICATE_TOPIC", "PartitionAdmin", "PartitionAdminApis"]
 
@@ -60,10 +63,13 @@ class PartitionAdmin(Protocol):
         *,
         validate_only: bool = False,
         max_partitions: int | None = None,
-    ) -> Any:
+        wait: bool = True,
+    ) -> Mapping[int, Any]:
         """Grow `topic` to `total` partitions, the new ones on `assignments` (one replica
-        list per new partition) or generated; raises Kafka's typed errors
-        (`plan_added_partitions`' and `UnknownTopicError`, `TopicQueuedForDeletionError`)."""
+        list per new partition) or generated; returns the whole assignment (partition ->
+        replicas). Raises Kafka's typed errors (`plan_added_partitions`' and
+        `UnknownTopicError`, `TopicQueuedForDeletionError`). Without `wait` it returns once
+        ZooKeeper has the change, not waiting for the new partitions' leaders."""
 
 
 class PartitionAdminApis:
@@ -75,7 +81,10 @@ class PartitionAdminApis:
     `controller_for_clients` tells clients). A topic named twice is INVALID_REQUEST ("Duplicate
     topic in request."); the others go, one by one, to the `PartitionAdmin` in an `Admin` step
     (ZooKeeper writes block), its typed errors answered as Kafka's codes with their messages.
-    `validate_only` runs every check and writes nothing.
+    `validate_only` runs every check and writes nothing. The answer then waits in the broker's
+    topic purgatory until every partition of the grown topics has a leader in the metadata
+    cache, or the request's timeout (REQUEST_TIMED_OUT for the topics still waited for; at
+    once for a timeout <= 0), as Kafka's DelayedCreatePartitions does.
     """
 
     def __init__(self, broker_id: int, config: KafkaApisConfig, *, admin: object | None):
@@ -112,43 +121,54 @@ class PartitionAdminApis:
         valid = [t for t in topics if t.name not in refused]
         validate_only = bool(body.validate_only)
 
-        def create() -> dict[str, Outcome]:
+        def create() -> dict[str, tuple[Outcome, int]]:
             assert admin is not None
-            outcomes: dict[str, Outcome] = {}
-            for topic in valid:
-                outcomes[topic.name] = self._create_one(admin, topic, validate_only)
-            return outcomes
+            return {t.name: self._create_one(admin, t, validate_only) for t in valid}
 
         def created(outcomes: Any) -> Step:
             results = dict(refused)
+            written: list[TopicPartition] = []
             for topic in valid:
-                if isinstance(outcomes, dict):
-                    results[topic.name] = outcomes[topic.name]
-                else:  # the whole step failed or timed out
+                if not isinstance(outcomes, dict):  # the whole step failed or timed out
                     results[topic.name] = _outcome_of(outcomes)
-            return self._answer(version, topics, results)
+                    continue
+                results[topic.name], count = outcomes[topic.name]
+                if results[topic.name][0] is ErrorCode.NONE and not validate_only:
+                    written += [TopicPartition(topic=topic.name, partition=p) for p in range(count)]
+
+            def waited(timed_out: frozenset[str]) -> Step:
+                for name in timed_out:
+                    results[name] = (ErrorCode.REQUEST_TIMED_OUT, None)
+                return self._answer(version, topics, results)
+
+            return await_led(self.broker_id, millis(body.timeout), written, waited)
 
         if not valid:
             return created({})
         return Admin(create, created)
 
-    def _create_one(self, admin: PartitionAdmin, topic: Any, validate_only: bool) -> Outcome:
+    def _create_one(
+        self, admin: PartitionAdmin, topic: Any, validate_only: bool
+    ) -> tuple[Outcome, int]:
+        """The topic's outcome, and how many partitions it has now (0 when refused)."""
         if not legal_topic_name(topic.name):  # no znode could be named so
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic.name}' does not exist."
+            unknown = f"The topic '{topic.name}' does not exist."
+            return (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, unknown), 0
         assignments: list[list[int]] | None = None
         if topic.assignments is not None:
             assignments = [[int(b) for b in a.broker_ids] for a in topic.assignments]
         try:
-            admin.create_partitions(
+            whole = admin.create_partitions(
                 topic.name,
                 int(topic.count),
                 assignments,
                 validate_only=validate_only,
                 max_partitions=self.config.max_partitions_per_topic,
+                wait=False,  # the answer waits in the topic purgatory instead
             )
         except Exception as error:
-            return _outcome_of(error)
-        return ErrorCode.NONE, None
+            return _outcome_of(error), 0
+        return (ErrorCode.NONE, None), len(whole)
 
     @staticmethod
     def _answer(version: int, topics: Sequence[Any], results: dict[str, Outcome]) -> Answer:

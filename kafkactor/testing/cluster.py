@@ -452,6 +452,7 @@ class Cluster:
         config: LogConfig | Mapping[str, str] | None = None,
         *,
         assignments: Mapping[int, Sequence[int]] | None = None,
+        wait: bool = True,
     ) -> dict[int, tuple[int, ...]]:
         """Create a topic; returns its replica assignment (partition -> broker ids).
 
@@ -465,7 +466,8 @@ class Cluster:
         `min.insync.replicas`, ... of `properties`); none: those defaults. With ZooKeeper,
         the assignment and config are written to `/brokers/topics/<t>` and
         `/config/topics/<t>` and the controller elects the leaders; this returns once every
-        partition has one.
+        partition has one (at once with `wait=False`, what a broker's CreateTopics asks: its
+        answer waits in its topic purgatory).
         """
         if not _TOPIC_NAME.fullmatch(name) or name in (".", ".."):
             raise ValueError(f"illegal topic name {name!r}: use [a-zA-Z0-9._-], 1-249 chars")
@@ -486,7 +488,7 @@ class Cluster:
             assignment = plan_assignment(
                 self.registered_brokers(), partitions, replication_factor, assignments
             )
-            return self._create_topic(name, assignment, config, overrides)
+            return self._create_topic(name, assignment, config, overrides, wait=wait)
 
     def _create_topic(
         self,
@@ -494,9 +496,13 @@ class Cluster:
         assignment: dict[int, tuple[int, ...]],
         config: LogConfig | None,
         overrides: Mapping[str, str] | None = None,
+        *,
+        wait: bool = True,
     ) -> dict[int, tuple[int, ...]]:
         if self._zk is not None:
-            return self._create_topic_in_zookeeper(name, assignment, config, overrides or {})
+            return self._create_topic_in_zookeeper(
+                name, assignment, config, overrides or {}, wait=wait
+            )
         if config is not None:
             self.topic_configs[name] = config
         states = []
@@ -523,6 +529,8 @@ class Cluster:
         assignment: dict[int, tuple[int, ...]],
         config: LogConfig | None,
         overrides: Mapping[str, str],
+        *,
+        wait: bool = True,
     ) -> dict[int, tuple[int, ...]]:
         effective = config if config is not None else self.config.log_manager.default_log_config
         self.topic_configs[name] = effective
@@ -539,10 +547,11 @@ class Cluster:
         except NodeExistsError:
             raise TopicExistsError(f"topic {name!r} already exists") from None
         _log_topic_created(name, assignment)
-        self._wait_for(
-            lambda: all(self._is_led(name, p) for p in assignment),
-            f"leaders for every partition of {name!r}",
-        )
+        if wait:  # (a broker's CreateTopics waits in its topic purgatory instead)
+            self._wait_for(
+                lambda: all(self._is_led(name, p) for p in assignment),
+                f"leaders for every partition of {name!r}",
+            )
         return assignment
 
     def _is_led(self, topic: str, partition: int) -> bool:
@@ -574,6 +583,7 @@ class Cluster:
         *,
         validate_only: bool = False,
         max_partitions: int | None = None,
+        wait: bool = True,
     ) -> dict[int, tuple[int, ...]]:
         """Grow `topic` to `total` partitions (Kafka's CreatePartitions); returns its whole
         replica assignment. The new partitions get `assignments` (one replica list each, in
@@ -585,8 +595,9 @@ class Cluster:
 
         With ZooKeeper the larger assignment is written to `/brokers/topics/<t>` and the
         controller, which watches that znode, elects the new partitions' leaders; this returns
-        once each has an acting leader. Without ZooKeeper the Cluster sends LeaderAndIsr and
-        UpdateMetadata itself, as for a new topic."""
+        once each has an acting leader (at once without `wait`: a broker's CreatePartitions
+        waits in its topic purgatory instead). Without ZooKeeper the Cluster sends LeaderAndIsr
+        and UpdateMetadata itself, as for a new topic."""
         with self._admin_lock:  # brokers add partitions too (CreatePartitions)
             if self._zk is not None:
                 whole = AdminZkClient(lambda: self._zk).create_partitions(
@@ -614,7 +625,7 @@ class Cluster:
                 whole = {**existing, **added}
                 if not validate_only:
                     self._lead_added_partitions(topic, added)
-        if self._zk is not None and not validate_only:
+        if self._zk is not None and wait and not validate_only:
             self._wait_for(
                 lambda: all(self._is_led(topic, p) for p in range(len(whole))),
                 f"leaders for every partition of {topic!r}",
@@ -657,7 +668,7 @@ class Cluster:
         With ZooKeeper through `/config/topics/<t>` and a change notification."""
         return cluster_configs.alter_topic_config(self, topic, changes)
 
-    def delete_topic(self, name: str) -> None:
+    def delete_topic(self, name: str, *, wait: bool = True) -> None:
         """Delete a topic: its replicas' logs, and every broker's metadata of it.
 
         With ZooKeeper it marks the topic for deletion (`/admin/delete_topics/<name>`) and the
@@ -673,18 +684,20 @@ class Cluster:
         `partition_states` and `topic_configs`. Every replica's broker must be live (a
         `ControllerRequestError` otherwise: without a controller nobody would delete it later).
 
-        Raises `UnknownTopicError` for a topic that does not exist.
+        Raises `UnknownTopicError` for a topic that does not exist. With `wait=False` (what a
+        broker's DeleteTopics asks: its answer waits in its topic purgatory) it returns once the
+        topic is marked for deletion.
         """
         if not _TOPIC_NAME.fullmatch(name) or name in (".", ".."):
             raise UnknownTopicError(f"no topic {name!r}: not a legal topic name")
         with self._admin_lock:  # brokers create and delete topics too (CreateTopics, ...)
             if self._zk is not None:
-                self._delete_topic_in_zookeeper(name)
+                self._delete_topic_in_zookeeper(name, wait=wait)
             else:
                 self._delete_topic_without_zookeeper(name)
             self.topic_configs.pop(name, None)
 
-    def _delete_topic_in_zookeeper(self, name: str) -> None:
+    def _delete_topic_in_zookeeper(self, name: str, *, wait: bool = True) -> None:
         try:
             data, _ = self._zk.get(zk_data.topic_path(name))
         except NoNodeError:
@@ -695,6 +708,8 @@ class Cluster:
             holders = set()
         with contextlib.suppress(NodeExistsError):  # already marked: wait for it all the same
             self._zk.create(zk_data.delete_topic_path(name), b"", makepath=True)
+        if not wait:  # (a broker's DeleteTopics waits in its topic purgatory instead)
+            return
 
         def deleted() -> bool:
             live = self.live_brokers()

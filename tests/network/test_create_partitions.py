@@ -21,18 +21,22 @@ from kio.schema.create_partitions.v3.request import (
 from kio.schema.create_partitions.v3.request import CreatePartitionsRequest as RequestV3
 from kio.schema.create_partitions.v3.request import CreatePartitionsTopic as TopicV3
 
+from kafkactor.actors.runtime import addresses
 from kafkactor.common import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
+    TopicPartition,
     TopicQueuedForDeletionError,
     UnknownTopicError,
 )
 from kafkactor.messages import ErrorCode, ErrorResponse
+from kafkactor.messages.purgatory import DelayOperation
 from kafkactor.messages.replication import MetadataRequest
+from kafkactor.messages.topic_purgatory import AwaitPartitionsLed, TopicOperationResult
 from kafkactor.network.api_versions import ApiKey
-from kafkactor.network.kafka_apis import KafkaApis, KafkaApisConfig
-from tests.network.test_kafka_apis import BROKER, answer, ask, handle, metadata_of, run_admin
+from kafkactor.network.kafka_apis import Admin, Ask, KafkaApis, KafkaApisConfig
+from tests.network.test_kafka_apis import BROKER, answer, ask, handle, metadata_of
 from tests.network.wire import make
 
 pytestmark = pytest.mark.timeout(30)
@@ -55,7 +59,7 @@ class PartitionAdmin:
     def registered_brokers(self) -> list[int]:
         return [1, 2]
 
-    def delete_topic(self, name: str) -> None:
+    def delete_topic(self, name: str, *, wait: bool = True) -> None:
         raise AssertionError("CreatePartitions deletes no topic")
 
     def create_partitions(
@@ -66,12 +70,14 @@ class PartitionAdmin:
         *,
         validate_only: bool = False,
         max_partitions: int | None = None,
+        wait: bool = True,
     ) -> Any:
+        assert not wait, "the answer waits in the topic purgatory, not in the admin"
         if topic in self.refuse:
             raise self.refuse[topic]
         lists = None if assignments is None else [list(a) for a in assignments]
         self.added.append((topic, total, lists, validate_only, max_partitions))
-        return {}
+        return {p: (1,) for p in range(total)}
 
 
 def request(version: int, *topics: tuple[str, int, list[list[int]] | None], **kw: Any) -> Any:
@@ -88,7 +94,7 @@ def request(version: int, *topics: tuple[str, int, list[list[int]] | None], **kw
             )
             for name, count, lists in topics
         ),
-        timeout=datetime.timedelta(milliseconds=5000),
+        timeout=datetime.timedelta(milliseconds=kw.get("timeout_ms", 5000)),
         validate_only=kw.get("validate_only", False),
     )
 
@@ -96,6 +102,24 @@ def request(version: int, *topics: tuple[str, int, list[list[int]] | None], **kw
 def results(step: Any, version: int) -> dict[str, tuple[ErrorCode, str | None]]:
     body = answer(step, ApiKey.CREATE_PARTITIONS, version)
     return {r.name: (ErrorCode(r.error_code), r.error_message) for r in body.results}
+
+
+def run_admin(step: Any) -> Any:
+    """Run an Admin step's work here (the actor runs it on its worker thread)."""
+    assert isinstance(step, Admin), f"expected an Admin step, got {step!r}"
+    return step.then(step.work())
+
+
+def waited(step: Any, *, timed_out: tuple[str, ...] = ()) -> Any:
+    """The step is the wait in the broker's topic purgatory (Kafka's DelayedCreatePartitions,
+    keyed by topic, for the request's timeout); continue with it ended as `timed_out` says."""
+    assert isinstance(step, Ask), f"expected the topic purgatory's Ask, got {step!r}"
+    assert step.address == addresses.topic_purgatory(BROKER)
+    request = step.request
+    assert isinstance(request, DelayOperation) and request.timeout_ms == 5000
+    assert isinstance(request.operation, AwaitPartitionsLed)
+    assert request.keys == tuple(sorted({tp.topic for tp in request.operation.partitions}))
+    return step.then(TopicOperationResult(timed_out=timed_out))
 
 
 def as_controller(apis: KafkaApis, version: int, body: Any, controller_id: int = BROKER) -> Any:
@@ -114,8 +138,35 @@ def test_the_controller_adds_partitions_through_the_admin(version: int) -> None:
     admin = PartitionAdmin()
     body = request(version, ("a", 3, None), ("b", 4, [[1, 2], [2, 1]]), validate_only=False)
     step = run_admin(as_controller(apis_with(admin), version, body))
-    assert results(step, version) == {"a": (ErrorCode.NONE, None), "b": (ErrorCode.NONE, None)}
+    assert isinstance(step, Ask) and isinstance(step.request, DelayOperation)
+    assert step.request.operation.partitions == tuple(
+        TopicPartition(topic=t, partition=p) for t, n in (("a", 3), ("b", 4)) for p in range(n)
+    )
+    assert results(waited(step), version) == {
+        "a": (ErrorCode.NONE, None),
+        "b": (ErrorCode.NONE, None),
+    }
     assert admin.added == [("a", 3, None, False, 500), ("b", 4, [[1, 2], [2, 1]], False, 500)]
+
+
+def test_a_topic_whose_partitions_are_not_all_led_by_the_timeout_is_request_timed_out() -> None:
+    admin = PartitionAdmin()
+    step = run_admin(as_controller(apis_with(admin), 3, request(3, ("a", 3, None), ("b", 2, None))))
+    assert results(waited(step, timed_out=("b",)), 3) == {
+        "a": (ErrorCode.NONE, None),
+        "b": (ErrorCode.REQUEST_TIMED_OUT, None),
+    }
+
+
+def test_a_timeout_of_zero_answers_at_once_after_the_write_with_request_timed_out() -> None:
+    admin = PartitionAdmin(refuse={"b": InvalidPartitionsError("Topic already has 2 partitions.")})
+    body = request(3, ("a", 3, None), ("b", 2, None), timeout_ms=0)
+    step = run_admin(as_controller(apis_with(admin), 3, body))
+    assert results(step, 3) == {
+        "a": (ErrorCode.REQUEST_TIMED_OUT, None),
+        "b": (ErrorCode.INVALID_PARTITIONS, "Topic already has 2 partitions."),
+    }
+    assert [a[0] for a in admin.added] == ["a"]  # written all the same, as in Kafka
 
 
 def test_validate_only_reaches_the_admin_as_such() -> None:
@@ -155,7 +206,7 @@ def test_a_metadata_cache_that_fails_answers_its_error() -> None:
 def test_a_topic_named_twice_is_invalid_request_and_the_others_go_on() -> None:
     admin = PartitionAdmin()
     body = request(3, ("a", 3, None), ("b", 2, None), ("a", 4, None))
-    step = run_admin(as_controller(apis_with(admin), 3, body))
+    step = waited(run_admin(as_controller(apis_with(admin), 3, body)))
     assert results(step, 3) == {
         "a": (ErrorCode.INVALID_REQUEST, "Duplicate topic in request."),
         "b": (ErrorCode.NONE, None),
@@ -189,7 +240,7 @@ def test_the_admins_refusal_is_kafkas_code_with_its_message(
 ) -> None:
     admin = PartitionAdmin(refuse={"a": refusal})
     step = run_admin(as_controller(apis_with(admin), 3, request(3, ("a", 3, None), ("b", 2, None))))
-    assert results(step, 3) == {"a": (code, str(refusal)), "b": (ErrorCode.NONE, None)}
+    assert results(waited(step), 3) == {"a": (code, str(refusal)), "b": (ErrorCode.NONE, None)}
 
 
 def test_an_illegal_topic_name_is_an_unknown_topic_and_never_reaches_the_admin() -> None:

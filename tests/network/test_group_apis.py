@@ -124,6 +124,7 @@ class FakeAdmin:
         config: Mapping[str, str],
         *,
         assignments: Mapping[int, Sequence[int]] | None = None,
+        wait: bool = True,
     ) -> Any:
         self.created.append((name, partitions, replication_factor, dict(config)))
         if self.refuse is not None:
@@ -133,7 +134,7 @@ class FakeAdmin:
     def registered_brokers(self) -> list[int]:
         return [1, 2, 3]
 
-    def delete_topic(self, name: str) -> None:
+    def delete_topic(self, name: str, *, wait: bool = True) -> None:
         raise AssertionError("the group APIs delete no topic")
 
 

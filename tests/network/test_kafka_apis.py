@@ -87,6 +87,7 @@ from kafkactor.messages.offsets import (
     OffsetsForLeaderEpochRequest,
     OffsetsForLeaderEpochResponse,
 )
+from kafkactor.messages.purgatory import DelayOperation
 from kafkactor.messages.replication import (
     FetchPartition,
     FetchPartitionData,
@@ -108,6 +109,7 @@ from kafkactor.messages.replication import (
     UpdateMetadata,
     UpdateMetadataResponse,
 )
+from kafkactor.messages.topic_purgatory import TopicOperationResult
 from kafkactor.network.api_versions import SUPPORTED, ApiKey
 from kafkactor.network.codec import UNSUPPORTED_API_VERSIONS, encode_response, nested
 from kafkactor.network.kafka_apis import (
@@ -164,6 +166,7 @@ class FakeAdmin:
         config: Mapping[str, str],
         *,
         assignments: Mapping[int, Sequence[int]] | None = None,
+        wait: bool = True,
     ) -> Any:
         if self.refuse is not None:
             raise self.refuse
@@ -175,7 +178,7 @@ class FakeAdmin:
     def registered_brokers(self) -> list[int]:
         return list(self.brokers)
 
-    def delete_topic(self, name: str) -> None:
+    def delete_topic(self, name: str, *, wait: bool = True) -> None:
         if self.refuse is not None:
             raise self.refuse
         self.deleted.append(name)
@@ -248,9 +251,15 @@ def answer(step: Step, api: ApiKey, version: int) -> Any:
 
 
 def run_admin(step: Step) -> Step:
-    """Run an Admin step's work here (the actor runs it on its worker thread)."""
+    """Run an Admin step's work here (the actor runs it on its worker thread). A CreateTopics
+    or DeleteTopics answer then waits in the topic purgatory: here its wait is over at once
+    (tests/network/test_topic_waits.py tests the wait)."""
     assert isinstance(step, Admin), f"expected an Admin step, got {step!r}"
-    return step.then(step.work())
+    after = step.then(step.work())
+    if isinstance(after, Ask) and after.address == addresses.topic_purgatory(BROKER):
+        assert isinstance(after.request, DelayOperation)
+        return after.then(TopicOperationResult())
+    return after
 
 
 def metadata_of(*topics: TopicMetadata, controller_id: int = 2) -> MetadataResponse:
@@ -972,6 +981,7 @@ def _plausible_answer(step: Ask) -> Response:
 
 
 _PLAUSIBLE: dict[type[Request], Callable[[Any], Response]] = {
+    DelayOperation: lambda _: TopicOperationResult(),  # the topic purgatory's wait is over
     ProduceRequest: lambda request: ProduceResponse(
         partitions=tuple(
             ProducePartitionResult(topic=p.topic, partition=p.partition, base_offset=3)

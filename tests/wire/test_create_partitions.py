@@ -368,3 +368,25 @@ def test_a_broker_that_is_not_the_controller_answers_not_controller(
         (two_partitions, 41, None)
     ]
     assert assignment(zookeeper, two_partitions) == EXISTING
+
+
+def test_a_zero_timeout_is_answered_at_once_with_request_timed_out_and_the_partitions_come(
+    cluster: Cluster, zookeeper: Any, two_partitions: str
+) -> None:
+    """Kafka's ZkAdminManager: with timeout_ms <= 0 the answer does not wait in the topic
+    purgatory; the topics written are REQUEST_TIMED_OUT, and the write stands."""
+    controller = cluster.controller_id()
+    assert controller is not None
+    host, port = cluster.bootstrap_servers.split(",")[controller - 1].rsplit(":", 1)
+    request = make(
+        CreatePartitionsRequest,
+        topics=(make(CreatePartitionsTopic, name=two_partitions, count=3, assignments=None),),
+        timeout=datetime.timedelta(0),
+        validate_only=False,
+    )
+    with WireClient(host, int(port)) as client:
+        response = client.call(ApiKey.CREATE_PARTITIONS, 3, request)
+    assert [(r.name, r.error_code, r.error_message) for r in response.results] == [
+        (two_partitions, 7, None)  # REQUEST_TIMED_OUT
+    ]
+    check_added(cluster, zookeeper, two_partitions, {2: GENERATED[2]})

@@ -136,7 +136,9 @@ class AdminZkClient:
     every partition's state znode names a registered leader.
     `delete_topic` marks `/admin/delete_topics/<t>` and waits until the controller removed
     the topic's znodes (or, while a replica's broker is down, until no registered broker
-    is waited for). Both raise `TopicAdminTimeoutError` after `timeout_s`; may block.
+    is waited for). Both raise `TopicAdminTimeoutError` after `timeout_s`; may block. With
+    `wait=False` they return after the writes: a broker's CreateTopics, CreatePartitions and
+    DeleteTopics wait in its topic purgatory instead (no polling).
     """
 
     def __init__(
@@ -166,6 +168,7 @@ class AdminZkClient:
         config: Mapping[str, str],
         *,
         assignments: Mapping[int, Sequence[int]] | None = None,
+        wait: bool = True,
     ) -> dict[int, tuple[int, ...]]:
         if partitions is not None and partitions < 1:
             raise ValueError(f"a topic needs at least one partition, got {partitions}")
@@ -192,10 +195,11 @@ class AdminZkClient:
                 )
             except NodeExistsError:
                 raise TopicExistsError(f"topic {name!r} already exists") from None
-        self._wait(
-            lambda: all(self._led(name, p) for p in assignment),
-            f"leaders for every partition of {name!r}",
-        )
+        if wait:
+            self._wait(
+                lambda: all(self._led(name, p) for p in assignment),
+                f"leaders for every partition of {name!r}",
+            )
         return assignment
 
     def topic_config(self, topic: str) -> dict[str, str]:
@@ -215,7 +219,7 @@ class AdminZkClient:
         leader = zk_data.decode_partition_state(topic, partition, data).leader
         return leader >= 0 and leader in self.registered_brokers()
 
-    def delete_topic(self, name: str) -> None:
+    def delete_topic(self, name: str, *, wait: bool = True) -> None:
         zk = self._zk()
         try:
             data, _ = zk.get(zk_data.topic_path(name))
@@ -227,6 +231,8 @@ class AdminZkClient:
             holders = set()
         with contextlib.suppress(NodeExistsError):
             zk.create(zk_data.delete_topic_path(name), b"", makepath=True)
+        if not wait:
+            return
 
         def deleted() -> bool:
             if holders <= set(self.registered_brokers()):

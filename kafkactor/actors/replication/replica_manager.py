@@ -36,6 +36,7 @@ from kafkactor.actors.replication.request_log import (
     log_produce_response,
 )
 from kafkactor.actors.replication.scatter_gather import ScatterGather
+from kafkactor.actors.replication.topic_purgatory import topic_changes
 from kafkactor.actors.runtime import Directory, TraceContext, TracedActor, addresses, handles
 from kafkactor.common import OFFSETS_TOPIC, PartitionLeaderState, TopicPartition
 from kafkactor.messages import ErrorCode, ErrorResponse, Request, Response
@@ -163,6 +164,7 @@ class ReplicaManagerActor(TracedActor):
         )
         self.metadata_cache = MetadataCache()
         self._offsets_partitions_told: frozenset[int] = frozenset()
+        self._topics_told: dict[str, frozenset[int]] = {}  # the topic purgatory's view
         self._fan_outs = ScatterGather()
         self._jobs: list[Any] = []
 
@@ -562,6 +564,11 @@ class ReplicaManagerActor(TracedActor):
                 addresses.group_coordinator(self.broker_id),
                 OffsetsPartitionsKnown(partitions=tuple(sorted(offsets_partitions))),
             )
+        # Kafka's tryCompleteDelayedTopicOperations: topic admin answers waiting for this
+        changed = topic_changes(self.metadata_cache.partitions, self._topics_told)
+        topics = addresses.topic_purgatory(self.broker_id)
+        if changed is not None and self.directory.resolve(topics) is not None:
+            self.send(topics, changed)
         self.reply(request, UpdateMetadataResponse())
 
     @property

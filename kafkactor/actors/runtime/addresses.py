@@ -28,6 +28,10 @@ def delete_records_purgatory(broker: int) -> str:
     return f"broker/{broker}/purgatory/delete-records"
 
 
+def topic_purgatory(broker: int) -> str:
+    return f"broker/{broker}/purgatory/topic"
+
+
 def reaper(broker: int) -> str:
     return f"broker/{broker}/reaper"
 
