@@ -39,6 +39,7 @@ from kafkactor.network import (
 )
 from kafkactor.network.api_versions import ApiKey, served
 from kafkactor.network.inter_broker_schemas import REQUEST_HEADER_V0, TRACED_REQUEST_HEADER
+from kafkactor.network.length_guard import MalformedLengthError, check_lengths
 from kafkactor.network.request_channel import RequestHeader
 
 from kio.index import load_request_schema, load_response_schema  # isort: skip
@@ -228,6 +229,14 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
         )
     header_reader, body_reader = _request_reader(api_key, version)
     header, used = _read(header_reader, frame, 0, api_key=api_key, version=version, part="header")
+    try:  # before kio sizes an array from a count the bytes cannot hold (length_guard)
+        check_lengths(request_type(api_key, version), frame, used)
+    except MalformedLengthError as error:
+        raise BadRequestError(
+            f"malformed body of api key {api_key} version {version}: {error}",
+            api_key=api_key,
+            api_version=version,
+        ) from None
     body, _ = _read(body_reader, frame, used, api_key=api_key, version=version, part="body")
     return _header(header), body
 
