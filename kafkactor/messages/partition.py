@@ -145,8 +145,12 @@ class MaybeShrinkIsr:
 
 @message
 class StopPartition(Request):
-    """Stop serving this replica (StopReplica); its purgatory operations end."""
+    """Stop serving this replica (StopReplica); its purgatory operations end. `still_known`:
+    the broker's metadata still names the partition (its replica moves elsewhere, or the
+    broker shuts down), so they end with NOT_LEADER_FOR_PARTITION rather than
+    UNKNOWN_TOPIC_OR_PARTITION, as Kafka's `getPartitionOrError` answers."""
 
     topic: str = ""
     partition: int = 0
     delete: bool = False
+    still_known: bool = False

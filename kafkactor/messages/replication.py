@@ -235,7 +235,9 @@ class UpdateMetadataResponse(Response):
 class PartitionSnapshot:
     """A partition replica's state as its purgatories need it, at one moment.
 
-    `exists` is False once the replica stopped; `is_leader` says whether this broker leads it.
+    `exists` is False once the replica stopped (`still_known`: while the broker's metadata
+    still names the partition, a replica moved away rather than a topic deleted); `is_leader`
+    says whether this broker leads it.
     DelayedProduce reads the HW, ISR size and min ISR; DelayedFetch the HW and log end
     positions.
     """
@@ -244,6 +246,7 @@ class PartitionSnapshot:
     topic: str = ""
     partition: int = 0
     exists: bool = True
+    still_known: bool = False
     is_leader: bool = False
     leader: int = NO_LEADER
     leader_epoch: int = 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from kafkactor.actors.purgatory import PurgatoryActor, RequestOperation
+from kafkactor.actors.replication.delayed_produce import replica_gone_error
 from kafkactor.common import OFFSETS_TOPIC, TopicPartition
 from kafkactor.messages import ErrorCode, Response
 from kafkactor.messages.delete_records import (
@@ -145,7 +146,7 @@ def low_watermark_reached(
     (done, error, low watermark). Done with NONE once the low watermark reached
     `required_offset`; done with an error when the replica is gone or no longer leads."""
     if snapshot is None or not snapshot.exists:
-        return True, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, INVALID_LOW_WATERMARK
+        return True, replica_gone_error(snapshot), INVALID_LOW_WATERMARK
     if not snapshot.is_leader:
         return True, ErrorCode.NOT_LEADER_FOR_PARTITION, INVALID_LOW_WATERMARK
     if snapshot.low_watermark >= required_offset:

@@ -75,6 +75,16 @@ def delay_produce(
     )
 
 
+def replica_gone_error(snapshot: PartitionSnapshot | None) -> ErrorCode:
+    """What a delayed operation on a replica that stopped answers: NOT_LEADER_FOR_PARTITION
+    while the broker's metadata still names the partition (the replica moved to other
+    brokers), UNKNOWN_TOPIC_OR_PARTITION otherwise (its topic was deleted), as Kafka's
+    `ReplicaManager.getPartitionOrError` tells them apart."""
+    if snapshot is not None and snapshot.still_known:
+        return ErrorCode.NOT_LEADER_FOR_PARTITION
+    return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
 def check_enough_replicas_reach_offset(
     snapshot: PartitionSnapshot | None, required_offset: int
 ) -> tuple[bool, ErrorCode]:
@@ -85,7 +95,7 @@ def check_enough_replicas_reach_offset(
     below that meanwhile; done with an error when the replica is gone or no longer leads.
     """
     if snapshot is None or not snapshot.exists:
-        return True, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return True, replica_gone_error(snapshot)
     if not snapshot.is_leader:
         return True, ErrorCode.NOT_LEADER_FOR_PARTITION
     if snapshot.high_watermark.offset >= required_offset:

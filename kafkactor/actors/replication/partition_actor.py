@@ -140,6 +140,7 @@ class PartitionActor(TracedActor):
         self.high_watermarks = high_watermarks
         self._hw_position: LogOffsetMetadata | None = None
         self._stopped = False
+        self._still_known = False  # when stopped: the broker's metadata still names it
         # the DeleteRecords purgatory hears of low watermark moves (KIP-107); a broker is
         # alive when the metadata cache says so (Kafka's lowWatermarkIfLeader)
         self.delete_records_purgatory = delete_records_purgatory
@@ -562,6 +563,7 @@ class PartitionActor(TracedActor):
     def _on_stop_partition(self, request: StopPartition) -> None:
         self.state.stop()
         self._stopped = True
+        self._still_known = request.still_known
         self.log_event(
             "partition.stopped",
             topic=self.state.topic,
@@ -675,6 +677,7 @@ class PartitionActor(TracedActor):
             topic=state.topic,
             partition=state.partition,
             exists=exists and not self._stopped,
+            still_known=self._still_known,
             is_leader=state.is_leader and not self._stopped,
             leader=state.leader,
             leader_epoch=state.leader_epoch,

@@ -789,7 +789,10 @@ class ReplicaManagerActor(TracedActor):
             orders[key] = (
                 replica.address,
                 StopPartition(
-                    topic=ref.topic, partition=ref.partition, delete=request.delete_partitions
+                    topic=ref.topic,
+                    partition=ref.partition,
+                    delete=request.delete_partitions,
+                    still_known=self.metadata_cache.knows(ref.topic, ref.partition),
                 ),
             )
 

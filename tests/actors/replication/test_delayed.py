@@ -15,6 +15,7 @@ or moved partition (cases A and B), a fetch offset on an older segment (case C) 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -240,6 +241,10 @@ def log_snapshot(
     ("case", "expected"),
     [
         (snapshot(exists=False, hw=20), (True, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)),
+        (
+            dataclasses.replace(snapshot(exists=False, hw=20), still_known=True),
+            (True, ErrorCode.NOT_LEADER_FOR_PARTITION),
+        ),
         (snapshot(is_leader=False, hw=20), (True, ErrorCode.NOT_LEADER_FOR_PARTITION)),
         (snapshot(hw=10, isr=(1, 2), min_isr=2), (True, ErrorCode.NONE)),
         (snapshot(hw=11, isr=(1, 2, 3), min_isr=2), (True, ErrorCode.NONE)),
@@ -249,6 +254,7 @@ def log_snapshot(
     ],
     ids=[
         "stopped",
+        "moved-away",
         "not-leader",
         "hw-at-required",
         "hw-past-required",
