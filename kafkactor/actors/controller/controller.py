@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 from collections.abc import Iterable
-from dataclasses import replace
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -13,54 +12,51 @@ from kazoo.protocol.states import EventType
 
 from kafkactor.actors.controller import zk_data
 from kafkactor.actors.controller.channel import ControllerChannel
+from kafkactor.actors.controller.channel_manager import ControllerChannelManager
+from kafkactor.actors.controller.controlled_shutdown import ControlledShutdown
 from kafkactor.actors.controller.controller_config import ControllerConfig
+from kafkactor.actors.controller.partition_state_machine import (
+    ControllerFencedError,
+    PartitionStateMachine,
+)
 from kafkactor.actors.controller.reassignments import PartitionReassignments
 from kafkactor.actors.controller.replica_elections import ReplicaElections
 from kafkactor.actors.controller.state import (
     ControllerState,
     LeadershipChange,
 )
+from kafkactor.actors.controller.topic_deletion import TopicDeletion
 from kafkactor.actors.controller.zk_session import ZooKeeperSession
-from kafkactor.actors.runtime import Directory, addresses, handles
+from kafkactor.actors.runtime import Directory, handles
 from kafkactor.common import (
-    LEADER_DURING_DELETE,
     BrokerEndpoint,
-    PartitionLeaderState,
     TopicPartition,
 )
-from kafkactor.messages import ErrorCode, ErrorResponse, Response
 from kafkactor.messages.config import TopicUncleanElectionChanged
 from kafkactor.messages.controller import (
     BrokersChanged,
-    ControlledShutdownRequest,
-    ControlledShutdownResponse,
     DeleteTopicsChanged,
     IsrChangeNotified,
     PartitionsChanged,
-    ResendToBrokers,
     StandForElection,
     TopicsChanged,
     ZooKeeperSessionLost,
     ZooKeeperSessionStarted,
 )
-from kafkactor.messages.replication import (
-    LeaderAndIsr,
-    LeaderAndIsrResponse,
-    StopReplica,
-    StopReplicaResponse,
-    UpdateMetadata,
-)
 from kafkactor.storage import LogConfig
 from kafkactor.timer import CallbackTask, Clock, Timer
 
-WRITE_ATTEMPTS = 5  # versioned writes of a partition state retried after a conflict
+__all__ = ["ControllerActor", "ControllerFencedError"]
 
 
-class ControllerFencedError(RuntimeError):
-    """Another controller with a newer epoch wrote the state this one was about to change."""
-
-
-class ControllerActor(ReplicaElections, PartitionReassignments):
+class ControllerActor(  # one actor; its handlers by concern, as Kafka splits KafkaController
+    ReplicaElections,
+    PartitionReassignments,
+    TopicDeletion,
+    ControlledShutdown,
+    PartitionStateMachine,
+    ControllerChannelManager,
+):
     """Every broker runs one; the one that creates the ephemeral `/controller` is the controller.
 
     - **Election.** It tries to create `/controller`; the winner increments `/controller_epoch`
@@ -75,14 +71,11 @@ class ControllerActor(ReplicaElections, PartitionReassignments):
       answers NETWORK_EXCEPTION or REQUEST_TIMED_OUT) is made good 100 ms later: that broker is
       sent its partitions' states and the metadata again, as they stand then
       (`ControllerChannel`).
-    - **Topic deletion** (Kafka's TopicDeletionManager, `delete.topic.enable=true`). It
-      watches `/admin/delete_topics`. A topic marked there goes offline (leader -1 in its
-      state znodes), every UpdateMetadata from then on gives its partitions leader
-      `LEADER_DURING_DELETE` so brokers' caches forget it, and each live replica is sent
-      StopReplica(delete_partitions=True). A replica on a dead broker is sent it when the
-      broker registers again. Once every replica is deleted, `/brokers/topics/<t>` (with
-      its partition states), `/config/topics/<t>` and then `/admin/delete_topics/<t>` are
-      deleted and the topic is forgotten. A mark for a topic that does not exist is removed.
+    - **Its other handlers**, one module each: topic deletion (`TopicDeletion`, Kafka's
+      TopicDeletionManager, watching `/admin/delete_topics`), controlled shutdown
+      (`ControlledShutdown`), partition reassignment (`PartitionReassignments`), writing
+      decisions to state znodes (`PartitionStateMachine`) and sending them to brokers, with
+      the resend of a lost request (`ControllerChannelManager`).
     - **Replica elections** (inherited from `ReplicaElections`): the partitions listed in
       `/admin/preferred_replica_election`, ElectLeaders requests, and the leader-imbalance
       check of `auto.leader.rebalance.enable` on the broker's timer.
@@ -474,425 +467,6 @@ class ControllerActor(ReplicaElections, PartitionReassignments):
         self._reassignment_isr_changed(changed)  # a reassignment whose targets caught up
         if changed:
             self._send_update_metadata()
-
-    @handles(LeaderAndIsrResponse)
-    def _on_leader_and_isr_response(self, response: LeaderAndIsrResponse) -> None:
-        self._channel.answered(
-            response.correlation_id,
-            response.error_code,
-            self.state.broker_epochs,
-            self.clock.now_ms(),
-        )
-        if response.error_code:
-            self.log_event(
-                "controller.request_refused",
-                error=response.error_code.name,
-                error_code=int(response.error_code),
-            )
-
-    @handles(Response)
-    def _on_response(self, response: Response) -> None:
-        """UpdateMetadata answers and undeliverable requests. A LeaderAndIsr or UpdateMetadata
-        lost on the way to a live broker makes that broker due a resend (`ControllerChannel`);
-        a StopReplica(delete) that did not reach its broker is logged (the replica is sent it
-        again when that broker registers again)."""
-        error = getattr(response, "error_code", ErrorCode.NONE)
-        due_at = self._channel.answered(
-            response.correlation_id, error, self.state.broker_epochs, self.clock.now_ms()
-        )
-        if due_at is not None and self.is_controller:
-            self._resend_at(due_at)
-        broker = self._deletes_sent.pop(response.correlation_id, None)
-        if broker is not None and isinstance(response, ErrorResponse):
-            self._log_delete_failed(broker, [], response.error_code)
-
-    # -- requests lost on the way (ControllerChannel) --------------------------------------------
-
-    def _resend_at(self, at_ms: int) -> None:
-        if self._resend is not None:
-            self._resend.cancel()
-
-        def due() -> None:
-            self._tell_self(ResendToBrokers())
-
-        self._resend = CallbackTask(max(0, at_ms - self.clock.now_ms()), due)
-        self.timer.add(self._resend)
-
-    @handles(ResendToBrokers)
-    def _on_resend(self, _event: ResendToBrokers) -> None:
-        """A live broker lost a LeaderAndIsr or UpdateMetadata on the way: it is sent the
-        state of its partitions and the cluster's metadata as they stand now."""
-        self._resend = None
-        if not self.is_controller:
-            return
-        brokers, next_at = self._channel.due(self.state.broker_epochs, self.clock.now_ms())
-        for broker in brokers:
-            partitions = self.state.partitions_of(broker)
-            self.log_event(
-                "controller.resend", to_broker=broker, partitions=len(partitions), epoch=self.epoch
-            )
-            self._send_leader_and_isr(partitions, only={broker})
-            self._send_update_metadata(only={broker})
-        if next_at is not None:
-            self._resend_at(next_at)
-
-    def _forget_requests(self) -> None:
-        self._stop_replica_elections()
-        self._channel.clear()
-        if self._resend is not None:
-            self._resend.cancel()
-            self._resend = None
-
-    # -- controlled shutdown -----------------------------------------------------------------------
-
-    @handles(ControlledShutdownRequest)
-    def _on_controlled_shutdown(self, request: ControlledShutdownRequest) -> None:
-        """A broker about to stop asks for its leaderships to move first (KAFKA-340). The
-        moves are written and sent as for any election, except to the broker itself: it is
-        told to stop the replicas it no longer leads (StopReplica without deletion) instead,
-        and answered with the partitions it still leads."""
-        broker = request.broker_id
-        error = ErrorCode.NONE
-        if not self.is_controller:
-            error = ErrorCode.NOT_CONTROLLER
-        elif broker not in self.state.live_brokers:
-            error = ErrorCode.BROKER_NOT_AVAILABLE
-        elif 0 <= request.broker_epoch < self.state.broker_epochs.get(broker, -1):
-            error = ErrorCode.STALE_BROKER_EPOCH
-        if error is not ErrorCode.NONE:
-            self._refuse_shutdown(request, error)
-            return
-        decision = self.state.controlled_shutdown(broker)
-        # the broker is not told the moves of what it stops: a LeaderAndIsr would make its
-        # replica manager start fetchers after the StopReplica had removed them
-        self._apply(decision.changes, stopping=broker)
-        if not self.is_controller:  # fenced while writing: the newer controller decides
-            self._refuse_shutdown(request, ErrorCode.NOT_CONTROLLER)
-            return
-        # after the writes, where a conflict may have decided again: what it still leads, or
-        # is still in the ISR of under a live leader, is not stopped
-        stop = [key for key in decision.stop if not self._still_served_by(key, broker)]
-        if stop:
-            self.send(
-                addresses.replica_manager(broker),
-                StopReplica(
-                    reply_to=self.address,
-                    correlation_id=next(self._ids),
-                    controller_id=self.broker_id,
-                    controller_epoch=self.epoch,
-                    broker_epoch=self.state.broker_epochs.get(broker, -1),
-                    delete_partitions=False,
-                    partitions=tuple(stop),
-                ),
-            )
-        if decision.changes:
-            self._send_update_metadata()
-        remaining = self.state.led_by(broker)  # after the writes: a conflict may re-decide
-        self.log_event(
-            "controller.controlled_shutdown",
-            replica=broker,
-            error="NONE",
-            error_code=0,
-            remaining=[str(tp) for tp in remaining],
-        )
-        self.reply(request, ControlledShutdownResponse(remaining_partitions=tuple(remaining)))
-
-    def _refuse_shutdown(self, request: ControlledShutdownRequest, error: ErrorCode) -> None:
-        self.log_event(
-            "controller.controlled_shutdown",
-            replica=request.broker_id,
-            error=error.name,
-            error_code=int(error),
-            remaining=[],
-        )
-        self.reply(request, ControlledShutdownResponse(error_code=error))
-
-    def _still_served_by(self, key: TopicPartition, broker: int) -> bool:
-        """`broker` leads `key`, or is in the ISR of its live leader."""
-        state = self.state.partitions[key]
-        if state.leader == broker:
-            return True
-        return broker in state.isr and state.leader in self.state.live_brokers
-
-    # -- topic deletion ----------------------------------------------------------------------------
-
-    @handles(DeleteTopicsChanged)
-    def _on_delete_topics_changed(self, _event: DeleteTopicsChanged) -> None:
-        if not self.is_controller:
-            return
-        self._zk.ensure_path(zk_data.ADMIN_DELETE_TOPICS)  # a tool may have removed it all
-        marked = self._watch_children(zk_data.ADMIN_DELETE_TOPICS, DeleteTopicsChanged())
-        begun = self._begin_deletions(marked)
-        if not begun:
-            return
-        self._send_update_metadata()  # brokers forget the topics first, as Kafka's do
-        self._send_deletes(self.state.live_brokers, topics=set(begun))
-
-    def _begin_deletions(self, marked: Iterable[str]) -> list[str] | None:
-        """Start deleting the topics marked for deletion that are not being deleted yet;
-        remove the marks of topics that do not exist. Returns the topics started (None when
-        this controller turned out to be fenced, and resigned)."""
-        begun: list[str] = []
-        for topic in sorted(set(marked) - self.state.deleting_topics()):
-            if topic not in self.state.topics() and self._zk.exists(zk_data.topic_path(topic)):
-                # created but not loaded yet (its TopicsChanged is still queued)
-                self._apply(self._load_topics([topic]))
-                if not self.is_controller:
-                    return None
-            if topic not in self.state.topics():
-                self.log_event(
-                    "controller.topic_deletion_ignored", topic=topic, reason="no such topic"
-                )
-                with contextlib.suppress(NoNodeError):
-                    self._zk.delete(zk_data.delete_topic_path(topic))
-                continue
-            try:
-                for change in self.state.begin_deletion(topic):
-                    self._log_change(self._write_offline(change))
-            except ControllerFencedError as fenced:
-                self._resign(str(fenced))
-                return None
-            keys = sorted(tp for tp in self.state.deleting if tp.topic == topic)
-            replicas = sorted({b for tp in keys for b in self.state.undeleted[tp]})
-            self.log_event(
-                "controller.topic_deletion_started",
-                topic=topic,
-                partitions=len(keys),
-                replicas=replicas,
-                waiting_for=[b for b in replicas if b not in self.state.live_brokers],
-                controller_epoch=self.epoch,
-            )
-            begun.append(topic)
-        return begun
-
-    def _write_offline(self, change: LeadershipChange) -> LeadershipChange:
-        """Write a partition of a topic being deleted as offline (leader -1): a versioned set,
-        taken again from what is there when a leader changed the ISR meanwhile. A partition
-        without a state znode (never led) has nothing to write."""
-        state = change.after
-        path = zk_data.partition_state_path(state.topic, state.partition)
-        for _ in range(WRITE_ATTEMPTS):
-            data = zk_data.encode_partition_state(replace(state, controller_epoch=self.epoch))
-            try:
-                self._zk.set(path, data, version=state.zk_version)
-                return replace(change, after=state)
-            except NoNodeError:
-                return replace(change, after=state)
-            except BadVersionError:
-                try:
-                    current, stat = self._zk.get(path)
-                except NoNodeError:
-                    return replace(change, after=state)
-                found = zk_data.decode_partition_state(state.topic, state.partition, current)
-                if found.controller_epoch > self.epoch:
-                    raise ControllerFencedError(
-                        f"{path} was written by controller epoch {found.controller_epoch}"
-                    ) from None
-                state = replace(
-                    state,
-                    leader_epoch=found.leader_epoch + 1,
-                    isr=found.isr,
-                    zk_version=stat.version,
-                )
-        raise ControllerFencedError(f"{path} kept changing under controller epoch {self.epoch}")
-
-    def _send_deletes(self, brokers: Iterable[int], topics: set[str] | None = None) -> None:
-        """StopReplica(delete_partitions=True) to each live broker among `brokers` for its
-        replicas still to delete (of `topics` only, when given)."""
-        for broker in sorted(set(brokers) & self.state.live_brokers):
-            keys = [
-                tp for tp in self.state.deletions_on(broker) if topics is None or tp.topic in topics
-            ]
-            if not keys:
-                continue
-            correlation_id = next(self._ids)
-            self._deletes_sent[correlation_id] = broker
-            self.send(
-                addresses.replica_manager(broker),
-                StopReplica(
-                    reply_to=self.address,
-                    correlation_id=correlation_id,
-                    controller_id=self.broker_id,
-                    controller_epoch=self.epoch,
-                    broker_epoch=self.state.broker_epochs.get(broker, -1),
-                    delete_partitions=True,
-                    partitions=tuple(keys),
-                ),
-            )
-
-    @handles(StopReplicaResponse)
-    def _on_stop_replica_response(self, response: StopReplicaResponse) -> None:
-        broker = self._deletes_sent.pop(response.correlation_id, None)
-        if broker is None or not self.is_controller:
-            return
-        if response.error_code is not ErrorCode.NONE:
-            self._log_delete_failed(broker, [], response.error_code)
-            return
-        failed: dict[ErrorCode, list[str]] = {}
-        for part in response.partitions:
-            if part.error_code is ErrorCode.NONE:
-                self.state.replica_deleted(TopicPartition.of(part), broker)
-            else:
-                failed.setdefault(part.error_code, []).append(str(TopicPartition.of(part)))
-        for error, names in sorted(failed.items()):
-            self._log_delete_failed(broker, names, error)
-        self._complete_deletions()
-
-    def _log_delete_failed(self, broker: int, partitions: list[str], error: ErrorCode) -> None:
-        self.log_event(
-            "controller.replica_deletion_failed",
-            replica=broker,
-            failed_partitions=partitions,
-            error=error.name,
-            error_code=int(error),
-        )
-
-    def _complete_deletions(self) -> None:
-        """Remove every topic whose replicas are all deleted: `/brokers/topics/<t>` (with its
-        partition states), `/config/topics/<t>`, then the mark `/admin/delete_topics/<t>`."""
-        done = self.state.deleted_topics()
-        for topic in done:
-            for path in (zk_data.topic_path(topic), zk_data.topic_config_path(topic)):
-                with contextlib.suppress(NoNodeError):
-                    self._zk.delete(path, recursive=True)
-            with contextlib.suppress(NoNodeError):
-                self._zk.delete(zk_data.delete_topic_path(topic))
-            self.state.finish_deletion(topic)
-            self.log_event("controller.topic_deleted", topic=topic, controller_epoch=self.epoch)
-        if done:
-            self._send_update_metadata()
-
-    # -- writing decisions -------------------------------------------------------------------------
-
-    def _apply(self, changes: list[LeadershipChange], *, stopping: int | None = None) -> None:
-        """Write each change to its state znode, then tell the replicas (but not `stopping`,
-        a broker in a controlled shutdown, of the partitions it does not lead)."""
-        written = []
-        for change in changes:
-            try:
-                written.append(self._write(change))
-            except ControllerFencedError as fenced:
-                self._resign(str(fenced))
-                return
-        for change in changes:
-            self._log_change(change)
-        self._send_leader_and_isr(written, stopping=stopping)
-
-    def _log_change(self, change: LeadershipChange) -> None:
-        self.log_event(
-            "controller.leader_elected"
-            if change.before is None or change.before.leader != change.after.leader
-            else "controller.isr_changed",
-            topic=change.after.topic,
-            partition=change.after.partition,
-            leader=change.after.leader,
-            leader_epoch=change.after.leader_epoch,
-            isr=list(change.after.isr),
-            previous_leader=change.before.leader if change.before else None,
-            reason=change.reason,
-            unclean=change.unclean,
-            controller_epoch=self.epoch,
-        )
-
-    def _write(self, change: LeadershipChange) -> PartitionLeaderState:
-        """Write a decision with a versioned set (a create for a new partition).
-
-        When the znode changed under us (a leader updated the ISR), its content is taken as the
-        new starting point and the decision made again; a newer controller epoch there means
-        this controller is fenced.
-        """
-        state = change.after
-        path = zk_data.partition_state_path(state.topic, state.partition)
-        create = change.before is None
-        for _ in range(WRITE_ATTEMPTS):
-            data = zk_data.encode_partition_state(replace(state, controller_epoch=self.epoch))
-            try:
-                if create:
-                    self._zk.create(path, data, makepath=True)
-                    return self.state.written(state, 0)
-                stat = self._zk.set(path, data, version=state.zk_version)
-                return self.state.written(state, stat.version)
-            except (NodeExistsError, BadVersionError):
-                create = False
-                current, stat = self._zk.get(path)
-                found = zk_data.decode_partition_state(state.topic, state.partition, current)
-                if found.controller_epoch > self.epoch:
-                    raise ControllerFencedError(
-                        f"{path} was written by controller epoch {found.controller_epoch}"
-                    ) from None
-                self.state.isr_changed(
-                    state.topic_partition,
-                    leader=found.leader,
-                    leader_epoch=found.leader_epoch,
-                    isr=found.isr,
-                    zk_version=stat.version,
-                )
-                again = self.state.reconsider(state.topic_partition)
-                if again is None:
-                    return self.state.partitions[state.topic_partition]
-                state = again.after
-        raise ControllerFencedError(f"{path} kept changing under controller epoch {self.epoch}")
-
-    # -- requests to brokers -----------------------------------------------------------------------
-
-    def _leader_state(self, p: PartitionLeaderState) -> PartitionLeaderState:
-        return replace(p, controller_epoch=self.epoch)
-
-    def _send_leader_and_isr(
-        self,
-        partitions: Iterable[PartitionLeaderState],
-        only: set[int] | None = None,
-        *,
-        stopping: int | None = None,
-    ) -> None:
-        by_broker: dict[int, list[PartitionLeaderState]] = {}
-        for p in partitions:
-            for replica in p.replicas:
-                if replica == stopping and p.leader != stopping:
-                    continue  # it is sent StopReplica for this partition instead
-                if replica in self.state.live_brokers and (only is None or replica in only):
-                    by_broker.setdefault(replica, []).append(self._leader_state(p))
-        for broker, states in sorted(by_broker.items()):
-            correlation_id = next(self._ids)
-            broker_epoch = self.state.broker_epochs.get(broker, -1)
-            self._channel.sent(correlation_id, broker, broker_epoch)
-            self.send(
-                addresses.replica_manager(broker),
-                LeaderAndIsr(
-                    reply_to=self.address,
-                    correlation_id=correlation_id,
-                    controller_id=self.broker_id,
-                    controller_epoch=self.epoch,
-                    broker_epoch=broker_epoch,
-                    partition_states=tuple(states),
-                ),
-            )
-
-    def _send_update_metadata(self, only: set[int] | None = None) -> None:
-        live = tuple(sorted(self.state.live_brokers))
-        states = tuple(self._leader_state(p) for p in self.state.partitions.values()) + tuple(
-            replace(self._leader_state(p), leader=LEADER_DURING_DELETE)
-            for p in self.state.deleting.values()
-        )
-        for broker in live:
-            if only is not None and broker not in only:
-                continue
-            correlation_id = next(self._ids)
-            broker_epoch = self.state.broker_epochs.get(broker, -1)
-            self._channel.sent(correlation_id, broker, broker_epoch)
-            self.send(
-                addresses.replica_manager(broker),
-                UpdateMetadata(
-                    reply_to=self.address,
-                    correlation_id=correlation_id,
-                    controller_id=self.broker_id,
-                    controller_epoch=self.epoch,
-                    broker_epoch=broker_epoch,
-                    partition_states=states,
-                    live_brokers=live,
-                    endpoints=tuple(self._endpoints[b] for b in live if b in self._endpoints),
-                ),
-            )
 
     def describe(self) -> dict[str, Any]:
         return {
