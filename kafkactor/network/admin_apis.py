@@ -157,7 +157,7 @@ class AdminApis:
             failures: dict[str, ErrorCode] = {}
             for topic in fresh:
                 try:
-                    admin.create_topic(topic, partitions, factor, {})
+                    admin.create_topic(topic, partitions, factor, {}, wait=False)
                 except TopicExistsError:  # created meanwhile (another broker): on its way
                     pass
                 except ValueError as error:  # refused: the client is told why, not to wait

@@ -139,7 +139,8 @@ class GroupApis:
         self, response: MetadataResponse, unavailable: Callable[[str], Step]
     ) -> Step:
         """Create `__consumer_offsets` (one creation at a time) and answer
-        COORDINATOR_NOT_AVAILABLE meanwhile: clients retry until its partitions have leaders."""
+        COORDINATOR_NOT_AVAILABLE once ZooKeeper has it, without waiting for its leaders (as
+        Kafka answers): clients retry until its partitions have leaders."""
         admin = self.admin
         if admin is None or self._creating_offsets_topic:
             return unavailable(f"{OFFSETS_TOPIC} does not exist yet")
@@ -150,7 +151,9 @@ class GroupApis:
 
         def create() -> Exception | None:
             try:
-                admin.create_topic(OFFSETS_TOPIC, partitions, factor, OFFSETS_TOPIC_CONFIG)
+                admin.create_topic(
+                    OFFSETS_TOPIC, partitions, factor, OFFSETS_TOPIC_CONFIG, wait=False
+                )
             except TopicExistsError:  # another broker's lookup created it meanwhile
                 return None
             except Exception as error:  # ZooKeeper or the controller failed: a later lookup
