@@ -25,8 +25,17 @@ from kafkactor import tracing
 from kafkactor.actors.broker import BrokerConfig
 from kafkactor.actors.replication import ReplicaManagerConfig
 from kafkactor.testing.cluster import Cluster
+from kafkactor.testing.nemesis_admin import AdminTarget, AssignmentChanges
 from kafkactor.testing.read_back import check_after, wait_for
-from kafkactor.testing.schedule import FAULTS, Action, Role, Schedule, Step, generate_schedule
+from kafkactor.testing.schedule import (
+    ASSIGNMENT_CHANGES,
+    FAULTS,
+    Action,
+    Role,
+    Schedule,
+    Step,
+    generate_schedule,
+)
 from kafkactor.testing.verdict import (
     Ack,
     ScheduleResult,
@@ -40,6 +49,9 @@ KAFKA_SESSION_TIMEOUT_MS = 6000  # zookeeper.session.timeout.ms in Kafka 0.9
 SAFE_TOPIC_CONFIG = {"min.insync.replicas": "2"}
 UNSAFE_TOPIC_CONFIG = {"min.insync.replicas": "1", "unclean.leader.election.enable": "true"}
 RECOVERY_SESSIONS = 10  # recovery after healing must take at most this many session timeouts
+_UNBOUND = frozenset(
+    {Action.AWAIT_HEALTHY, Action.HEAL_ALL, Action.PREFERRED_ELECTION, Action.RESTORE}
+)
 
 
 def nemesis_config(session_timeout_ms: int = SESSION_TIMEOUT_MS) -> BrokerConfig:
@@ -79,9 +91,10 @@ def _pause(seconds: float) -> None:
 # -- applying a schedule -----------------------------------------------------------------------
 
 
-class FaultTarget(Protocol):
+class FaultTarget(AdminTarget, Protocol):
     """The cluster a `Nemesis` acts on: the in-process `Cluster`, or a cluster of broker
-    processes (`kafkactor.testing.process_nemesis.ProcessTarget`)."""
+    processes (`kafkactor.testing.process_nemesis.ProcessTarget`). Its admin side
+    (`AdminTarget`): `reassign_partitions`, `wait_for_reassignments`, `elect_leaders`."""
 
     @property
     def broker_ids(self) -> Sequence[int]: ...
@@ -137,6 +150,9 @@ class Nemesis:
         self._episode_brokers: set[int] = set()
         self._last_healthy = True  # the last AWAIT_HEALTHY succeeded
         self.heal_all_s = 0.0
+        self.assignments = AssignmentChanges(
+            cluster, topic, partitions, timeout_s=healthy_timeout_s, notes=self.notes
+        )
 
     def run(self, steps: Collection[Step]) -> None:
         for step in steps:
@@ -159,11 +175,20 @@ class Nemesis:
             self.notes.append(f"{step.describe()}: {error!r}")
         self._say(f"{step.action} {step.target()}".rstrip() + f": {outcome}")
 
-    def _apply(self, step: Step) -> str:
+    def _unbound(self, step: Step) -> str:
+        """A step that hits no broker: a wait, HEAL_ALL, an election, a restore."""
         if step.action is Action.AWAIT_HEALTHY:
             return self._await_step()
         if step.action is Action.HEAL_ALL:
             return self.heal_all()
+        if step.action is Action.PREFERRED_ELECTION:
+            return self.assignments.elect_preferred(step.partition)
+        assert step.action is Action.RESTORE and step.partition is not None
+        return self.assignments.restore(step.partition)
+
+    def _apply(self, step: Step) -> str:
+        if step.action in _UNBOUND:
+            return self._unbound(step)
         broker = self._resolve(step)
         if broker is None:
             if step.action in (Action.RESTART, Action.HEAL):
@@ -173,9 +198,12 @@ class Nemesis:
         if step.action is Action.POWER_LOSS and not self._last_healthy:
             self.notes.append(f"{step.describe()}: skipped, the cluster was not healthy")
             return f"skipped on broker {broker}: the cluster was not healthy"
-        if step.action in FAULTS:
+        if step.action in FAULTS or step.action in ASSIGNMENT_CHANGES:
             self.bound[step.name] = broker
             self._episode_brokers.add(broker)
+        if step.action in ASSIGNMENT_CHANGES:
+            assert step.partition is not None
+            return self.assignments.change(step.action, step.partition, broker)
         return self._act(step.action, broker)
 
     def _await_step(self) -> str:
@@ -235,8 +263,9 @@ class Nemesis:
         return candidates[step.pick % len(candidates)] if candidates else None
 
     def heal_all(self) -> str:
-        """Heal every isolated broker and restart every dead one (`heal_all_s`: how long that
-        took; a restart waits for the broker's old ZooKeeper session to expire)."""
+        """Heal every isolated broker, restart every dead one, then put back the replicas of
+        a partition whose reassignment the last episode left (and wait for it: `heal_all_s`
+        is how long it all took; a restart waits for the old ZooKeeper session to expire)."""
         started, done = time.monotonic(), []
         for broker in sorted(self.isolated):
             self.cluster.heal_broker(broker)
@@ -246,6 +275,9 @@ class Nemesis:
             if broker not in self.cluster.live_brokers():
                 self.cluster.restart_broker(broker)
                 done.append(f"restarted {broker}")
+        restored = self.assignments.restore_all()
+        if restored:
+            done.append(restored)
         self.heal_all_s = time.monotonic() - started
         return ", ".join(done) or "everything was up"
 

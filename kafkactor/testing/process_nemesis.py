@@ -16,6 +16,10 @@ cluster cleanly (`launcher.down`) and then judges the brokers' data dirs offline
   closes it, and the broker registers again with a new session.
 - isolate / heal: SIGSTOP / SIGCONT (`launcher.pause`, `resume`): a paused broker, like a
   long GC pause; it answers nobody, and its session expires if the pause outlasts it.
+- reassignments and preferred elections: through Kafka 2.8's admin znodes,
+  `/admin/reassign_partitions` and `/admin/preferred_replica_election`, which the controller
+  processes and deletes (what `kafka-reassign-partitions.sh --zookeeper` and
+  `kafka-preferred-replica-election.sh` write).
 
 docs/nemesis.md ("The process target") tells what differs from the in-process runs.
 """
@@ -30,7 +34,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
 
 from kafkactor.actors.controller import zk_data
 from kafkactor.server import launcher
@@ -49,6 +52,7 @@ from kafkactor.testing.nemesis import (
     apply_schedule,
     nemesis_config,
 )
+from kafkactor.testing.process_zookeeper import ZooKeeperView
 from kafkactor.testing.read_back import wait_for
 from kafkactor.testing.schedule import Action, Schedule, generate_schedule
 from kafkactor.testing.verdict import ScheduleResult
@@ -110,9 +114,10 @@ def process_settings(session_timeout_ms: int, *, events: bool) -> dict[str, str]
     }
 
 
-class ProcessTarget:
+class ProcessTarget(ZooKeeperView):
     """The `FaultTarget` of a cluster of broker processes kept in `root`: roles read from
-    ZooKeeper, faults sent to the processes (see the module doc). `last` says what the last
+    ZooKeeper and admin changes written to its admin znodes (`ZooKeeperView`), faults sent to
+    the processes (see the module doc). `last` says what the last
     fault did to a process ("broker 2 pid 1234 killed (SIGKILL)")."""
 
     def __init__(self, root: Path, zookeeper_connect: str, session_timeout_ms: int) -> None:
@@ -141,26 +146,6 @@ class ProcessTarget:
 
     def registered(self, broker_id: int) -> bool:
         return self.zk.exists(zk_data.broker_path(broker_id)) is not None
-
-    def partition_state(self, topic: str, partition: int) -> tuple[int, tuple[int, ...]]:
-        """(leader, ISR) as the partition's state znode holds them."""
-        data, _ = self.zk.get(zk_data.partition_state_path(topic, partition))
-        state = zk_data.decode_partition_state(topic, partition, data)
-        return state.leader, tuple(state.isr)
-
-    def leader(self, topic: str, partition: int) -> int:
-        return self.partition_state(topic, partition)[0]
-
-    def controller_id(self) -> int | None:
-        try:
-            data, _ = self.zk.get(zk_data.CONTROLLER)
-        except NoNodeError:
-            return None
-        return zk_data.decode_controller(data)
-
-    def replicas(self, topic: str, partition: int) -> tuple[int, ...]:
-        data, _ = self.zk.get(zk_data.topic_path(topic))
-        return tuple(zk_data.decode_assignment(topic, data)[partition])
 
     # -- faults ----------------------------------------------------------------------------
 

@@ -13,7 +13,11 @@ The fault model (`validate_schedule` checks it):
 - a power loss (a broker whose unflushed data is lost) comes right after an AWAIT_HEALTHY, with
   no other broker down or isolated, nothing else happens until that broker is restarted, and
   an AWAIT_HEALTHY follows the restart: the replica that lost data is never the last one
-  standing (Kafka before KIP-966 loses acknowledged records there too).
+  standing (Kafka before KIP-966 loses acknowledged records there too);
+- an admin change of a partition's replicas (one dropped, or their order changed) comes with
+  no broker down or isolated, one at a time, and is restored within its episode or by
+  HEAL_ALL: with min ISR 2 the two replicas left can take acks=all, and the end-of-run checks
+  see every partition on all three brokers again.
 """
 
 from __future__ import annotations
@@ -35,6 +39,11 @@ class Action(StrEnum):
     EXPIRE_SESSION = "expire-session"  # the broker's ZooKeeper session expires
     ISOLATE = "isolate"  # fetches to and from the broker are dropped; its session stays up
     HEAL = "heal"
+    # admin changes (KIP-455 reassignments; ElectLeaders), run while the load runs:
+    DROP_REPLICA = "drop-replica"  # reassign the partition without this replica (RF 3 -> 2)
+    REORDER = "reorder-replicas"  # reassign the same replicas with this one first (preferred)
+    RESTORE = "restore-replicas"  # reassign back to the original replicas, waited for
+    PREFERRED_ELECTION = "preferred-election"  # of `partition`, or of every partition
     AWAIT_HEALTHY = "await-healthy"  # wait (bounded) for full ISRs and caught-up replicas
     HEAL_ALL = "heal-all"  # heal every isolated broker, restart every dead one
 
@@ -63,13 +72,16 @@ class EpisodeKind(StrEnum):
     RESTARTED_FOLLOWER_LEADS = "restarted-follower-leads"
     POWER_LOSS = "power-loss"
     CONTROLLED_SHUTDOWN = "controlled-shutdown"
+    PREFERRED_ELECTION = "preferred-election"
+    REASSIGNMENT = "reassignment"
 
 
 FAULTS = frozenset(
     {Action.KILL, Action.POWER_LOSS, Action.SHUTDOWN, Action.EXPIRE_SESSION, Action.ISOLATE}
 )
 DOWN = frozenset({Action.KILL, Action.POWER_LOSS, Action.SHUTDOWN})
-_RECOVERIES = frozenset({Action.RESTART, Action.HEAL})
+ASSIGNMENT_CHANGES = frozenset({Action.DROP_REPLICA, Action.REORDER})
+_RECOVERIES = frozenset({Action.RESTART, Action.HEAL, Action.RESTORE})
 _MAX_MISSES = 4  # a schedule ends after this many episodes too long for the time left
 
 SAFE_KINDS: dict[EpisodeKind, float] = {  # kind -> weight
@@ -84,6 +96,8 @@ SAFE_KINDS: dict[EpisodeKind, float] = {  # kind -> weight
     EpisodeKind.RESTARTED_FOLLOWER_LEADS: 2,
     EpisodeKind.POWER_LOSS: 2,
     EpisodeKind.CONTROLLED_SHUTDOWN: 1.5,
+    EpisodeKind.PREFERRED_ELECTION: 1.5,
+    EpisodeKind.REASSIGNMENT: 1.5,
 }
 # The unsafe control needs faults that move leadership away from data only the old leader had.
 UNSAFE_KINDS: dict[EpisodeKind, float] = {
@@ -100,16 +114,17 @@ class Step:
     after_s: float  # run this long after the previous step finished
     action: Action
     role: Role | None = None
-    partition: int | None = None  # for LEADER and FOLLOWER
+    partition: int | None = None  # for LEADER, FOLLOWER and the admin changes
     pick: int = 0  # which of several candidates (sorted by broker id), modulo their number
     name: str = ""  # the broker a fault binds, or a recovery acts on
     episode: int = 0
 
     def target(self) -> str:
         if self.role is None:
-            return ""
+            return f"p{self.partition}" if self.partition is not None else ""
         if self.role is Role.BOUND:
-            return self.name
+            where = f"(p{self.partition})" if self.partition is not None else ""
+            return self.name + where
         where = f"(p{self.partition})" if self.partition is not None else ""
         return f"{self.role}{where}={self.name}"
 
@@ -356,6 +371,55 @@ def _episode_power_loss(n: int, t: _Timing, partitions: int) -> _Episode:
     return [await_healthy, *steps, await_healthy], label
 
 
+def _episode_reassignment(n: int, t: _Timing, partitions: int) -> _Episode:
+    """A reassignment in flight while the load runs (KIP-455): the leader or a follower of p
+    is dropped from its replicas (RF 3 -> 2: the two left stay an ISR of min ISR 2, and the
+    dropped replica's log is deleted), and after a delay it is added back: rebuilt from the
+    leader while records keep coming, until it joins the ISR and the reassignment completes."""
+    role = t.rng.choice([Role.LEADER, Role.FOLLOWER])
+    partition, name = t.rng.randrange(partitions), f"{n}a"
+    pick, delay = t.rng.randrange(6), t.hold()
+    steps = [
+        Step(
+            after_s=0,
+            action=Action.DROP_REPLICA,
+            role=role,
+            partition=partition,
+            pick=pick,
+            name=name,
+        ),
+        Step(after_s=delay, action=Action.RESTORE, role=Role.BOUND, partition=partition, name=name),
+    ]
+    return steps, f"reassign p{partition}: drop its {role}, add it back {delay:.2f}s later"
+
+
+def _episode_preferred_election(n: int, t: _Timing, partitions: int) -> _Episode:
+    """A reassignment that only reorders p's replicas (a follower first), then a preferred
+    election moves p's leadership to it; later the order is restored and every partition's
+    preferred replica elected again (leaderships moved by earlier faults come back too)."""
+    partition, name = t.rng.randrange(partitions), f"{n}a"
+    pick = t.rng.randrange(6)
+    elect_after = round(t.rng.uniform(0.0, 0.2) * t.session_s, 2)
+    hold = t.hold()
+    steps = [
+        Step(
+            after_s=0,
+            action=Action.REORDER,
+            role=Role.FOLLOWER,
+            partition=partition,
+            pick=pick,
+            name=name,
+        ),
+        Step(after_s=elect_after, action=Action.PREFERRED_ELECTION, partition=partition),
+        Step(after_s=hold, action=Action.RESTORE, role=Role.BOUND, partition=partition, name=name),
+        Step(after_s=0, action=Action.PREFERRED_ELECTION),
+    ]
+    return steps, (
+        f"reorder p{partition} (a follower first), preferred election {elect_after:.2f}s later, "
+        f"order restored {hold:.2f}s on, then every preferred leader elected"
+    )
+
+
 _EPISODES: dict[EpisodeKind, Callable[[int, _Timing, int], _Episode]] = {
     EpisodeKind.KILL_LEADER: _episode_kill_leader,
     EpisodeKind.KILL_CONTROLLER: _episode_kill_controller,
@@ -368,6 +432,8 @@ _EPISODES: dict[EpisodeKind, Callable[[int, _Timing, int], _Episode]] = {
     EpisodeKind.RESTARTED_FOLLOWER_LEADS: _episode_restarted_follower_leads,
     EpisodeKind.POWER_LOSS: _episode_power_loss,
     EpisodeKind.CONTROLLED_SHUTDOWN: _episode_controlled_shutdown,
+    EpisodeKind.PREFERRED_ELECTION: _episode_preferred_election,
+    EpisodeKind.REASSIGNMENT: _episode_reassignment,
 }
 
 
@@ -451,13 +517,15 @@ class _Validator:
         self.bound: set[str] = set()
         self.power_lost: str | None = None  # restarted, not yet followed by AWAIT_HEALTHY
         self.awaiting_restart: str | None = None  # power lost, not restarted yet
+        self.changed: set[str] = set()  # assignment changes not restored yet
 
     def step(self, step: Step, where: str, previous: Step | None) -> None:
         if step.after_s < 0:
             self.problems.append(f"{where}: negative delay")
         new_episode = previous is not None and step.episode != previous.episode
-        if new_episode and step.action is not Action.HEAL_ALL and (self.down or self.isolated):
-            out = sorted(self.down | self.isolated)
+        out_now = self.down | self.isolated | self.changed
+        if new_episode and step.action is not Action.HEAL_ALL and out_now:
+            out = sorted(out_now)
             self.problems.append(f"{where}: {out} not recovered by their episode")
         waiting = self.awaiting_restart
         restarts = step.action is Action.HEAL_ALL or (
@@ -470,6 +538,12 @@ class _Validator:
         self.power_lost = None
         if step.action in FAULTS:
             self.fault(step, where, previous)
+        elif step.action in ASSIGNMENT_CHANGES:
+            self.change(step, where)
+        elif step.action is Action.RESTORE:
+            if step.name not in self.changed:
+                self.problems.append(f"{where}: restores {step.name}, which changed nothing")
+            self.changed.discard(step.name)
         elif step.action is Action.RESTART:
             self.restart(step, where)
         elif step.action is Action.HEAL:
@@ -479,6 +553,7 @@ class _Validator:
         elif step.action is Action.HEAL_ALL:
             self.down.clear()
             self.isolated.clear()
+            self.changed.clear()
             self.awaiting_restart = None
 
     def fault(self, step: Step, where: str, previous: Step | None) -> None:
@@ -498,6 +573,17 @@ class _Validator:
                 self.problems.append(f"{where}: {len(self.down)} brokers down at once")
         elif step.action is Action.ISOLATE:
             self.isolated.add(step.name)
+
+    def change(self, step: Step, where: str) -> None:
+        """A replica dropped or the replicas reordered: only with every broker up and
+        connected (the replicas left must form an ISR of 2), one change at a time."""
+        if self.down or self.isolated:
+            out = sorted(self.down | self.isolated)
+            self.problems.append(f"{where}: an assignment change while {out} are out")
+        if self.changed:
+            self.problems.append(f"{where}: a change while {sorted(self.changed)} is not restored")
+        self.bound.add(step.name)
+        self.changed.add(step.name)
 
     def restart(self, step: Step, where: str) -> None:
         if step.name not in self.down:

@@ -1,6 +1,9 @@
 """The nemesis against broker processes: the on-disk verdict on crafted data dirs, ZooKeeper's
 session password, and one short schedule against three `kafkactor broker` processes on a real
-ZooKeeper (skipped when Debian's ZooKeeper or confluent-kafka is missing)."""
+ZooKeeper (skipped when Debian's ZooKeeper or confluent-kafka is missing). Its seed draws a
+reassignment (a follower dropped and added back through `/admin/reassign_partitions`), one
+broker isolated while the two others crash, a session expiry and a controlled shutdown; the
+in-process seeds of tests/testing/test_nemesis_run.py cover the other kinds."""
 
 from __future__ import annotations
 
@@ -209,7 +212,7 @@ def test_the_command_exits_2_when_processes_cannot_run(
 
 # kill and restart (KIP-101's case), isolate (pause) and heal, a controlled shutdown (SIGTERM)
 # and restart, expire a session, heal-all a pause
-SEED = 1906
+SEED = 16068
 
 
 def _ours(marker: str) -> list[int]:
@@ -236,6 +239,8 @@ def test_a_short_schedule_against_broker_processes_loses_nothing(tmp_path: Path)
         Action.KILL,
         Action.SHUTDOWN,
         Action.EXPIRE_SESSION,
+        Action.DROP_REPLICA,
+        Action.RESTORE,
     } <= actions
     started = time.monotonic()
     result = run_process_schedule(SEED, 10, events_dir=tmp_path)
@@ -256,7 +261,9 @@ def test_a_short_schedule_against_broker_processes_loses_nothing(tmp_path: Path)
     ):
         assert did in applied, applied
     assert " expired" in applied, applied
-    assert "heal-all: healed" in applied, applied
+    assert "(broker " in applied and " dropped), done in" in applied, applied
+    assert "restore-replicas" in applied and "NOT DONE" not in applied, applied
+    assert "heal-all: restarted" in applied, applied
     # a passing schedule leaves nothing: no directory, no process
     assert list(tmp_path.iterdir()) == []
     assert _ours(str(tmp_path)) == []

@@ -1,6 +1,9 @@
-"""Fault schedules: seeded, deterministic, every fault recovered, the power-loss rule kept."""
+"""Fault schedules: seeded, deterministic, every fault recovered, the power-loss rule kept,
+every replica assignment changed by an admin episode restored."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 
@@ -10,6 +13,7 @@ from kafkactor.testing.schedule import (
     UNSAFE_KINDS,
     Action,
     Role,
+    Schedule,
     Step,
     generate_schedule,
     parse_seeds,
@@ -201,3 +205,84 @@ def test_a_controlled_shutdown_is_drawn_and_its_broker_restarted() -> None:
         )
     with_one = next(s for s in schedules if any("controlled-shutdown" in e for e in s.episodes))
     assert any(e.startswith("controlled-shutdown ") for e in with_one.episodes)
+
+
+def _admin_episodes(action: Action) -> list[tuple[Schedule, Step]]:
+    schedules = [generate_schedule(seed, 12) for seed in range(1, 60)]
+    return [
+        (schedule, step)
+        for schedule in schedules
+        for step in schedule.steps
+        if step.action is action
+    ]
+
+
+def _restored(schedule: Schedule, change: Step) -> bool:
+    """The same episode restores the partition's replicas, or HEAL_ALL does (cut short)."""
+    later = schedule.steps[schedule.steps.index(change) + 1 :]
+    restore = next(s for s in later if s.action in (Action.RESTORE, Action.HEAL_ALL))
+    if restore.action is Action.HEAL_ALL:
+        return restore is schedule.steps[-1]
+    return (restore.name, restore.partition, restore.episode) == (
+        change.name,
+        change.partition,
+        change.episode,
+    )
+
+
+def test_a_reassignment_drops_a_replica_and_adds_it_back() -> None:
+    """A leader or a follower is dropped (RF 3 -> 2) with nothing else out, and its own
+    episode (or HEAL_ALL) reassigns the partition back to all its replicas."""
+    episodes = _admin_episodes(Action.DROP_REPLICA)
+    assert episodes, "no seed in 1-59 draws a reassignment"
+    assert {step.role for _, step in episodes} == {Role.LEADER, Role.FOLLOWER}
+    for schedule, drop in episodes:
+        assert validate_schedule(schedule.steps) == []
+        assert drop.partition is not None
+        assert _restored(schedule, drop), schedule.describe()
+        before = schedule.steps[: schedule.steps.index(drop)]
+        assert _simulate(before)[:2] == (set(), set())  # every broker up and connected
+    labels = [e for schedule, _ in episodes for e in schedule.episodes if "reassign" in e]
+    assert any(e.startswith("reassign p") and "add it back" in e for e in labels)
+    assert any("(heal-all recovers it)" in e for e in labels)  # cut short: HEAL_ALL restores
+
+
+def test_a_preferred_election_follows_a_reordering_and_the_order_comes_back() -> None:
+    """A follower is put first, the partition's preferred replica is elected, then the order
+    is restored and every partition's preferred replica elected again."""
+    episodes = _admin_episodes(Action.REORDER)
+    assert episodes, "no seed in 1-59 draws a preferred election"
+    for schedule, reorder in episodes:
+        assert validate_schedule(schedule.steps) == []
+        assert reorder.role is Role.FOLLOWER
+        assert _restored(schedule, reorder), schedule.describe()
+        after = schedule.steps[schedule.steps.index(reorder) + 1]
+        assert (after.action, after.partition) == (Action.PREFERRED_ELECTION, reorder.partition)
+    full = [
+        schedule.steps
+        for schedule, reorder in episodes
+        if any(s.action is Action.RESTORE and s.name == reorder.name for s in schedule.steps)
+    ]
+    assert full, "every reordering in 1-59 was cut short"
+    for steps in full:
+        restore = next(i for i, s in enumerate(steps) if s.action is Action.RESTORE)
+        assert steps[restore + 1].action is Action.PREFERRED_ELECTION
+        assert steps[restore + 1].partition is None  # every partition
+
+
+def test_the_validator_catches_an_unrestored_or_unsafe_assignment_change() -> None:
+    steps = [
+        Step(after_s=1, action=Action.KILL, role=Role.ANY, name="1a", episode=1),
+        Step(after_s=0, action=Action.DROP_REPLICA, role=Role.LEADER, partition=0, name="1b"),
+        Step(after_s=0, action=Action.REORDER, role=Role.FOLLOWER, partition=1, name="1c"),
+        Step(after_s=1, action=Action.RESTART, role=Role.BOUND, name="1a", episode=1),
+        Step(after_s=1, action=Action.RESTORE, role=Role.BOUND, partition=2, name="2a"),
+        Step(after_s=1, action=Action.HEAL_ALL, episode=2),
+    ]
+    steps[1:3] = [replace(s, episode=1) for s in steps[1:3]]
+    steps[4] = replace(steps[4], episode=2)
+    problems = validate_schedule(steps)
+    assert any("an assignment change while ['1a'] are out" in p for p in problems)
+    assert any("a change while ['1b'] is not restored" in p for p in problems)
+    assert any("['1b', '1c'] not recovered by their episode" in p for p in problems)
+    assert any("restores 2a, which changed nothing" in p for p in problems)
