@@ -16,6 +16,7 @@ from typing import Protocol
 
 from kafkactor.messages import ErrorCode
 from kafkactor.messages.controller import PartitionElectionResult
+from kafkactor.testing.read_back import wait_for
 from kafkactor.testing.schedule import Action
 
 Partition = tuple[str, int]
@@ -90,7 +91,7 @@ class AssignmentChanges:
         if original is None:
             return "nothing to do (its change was skipped)"
         current = self.target.replicas(self.topic, partition)
-        self._reassign({partition: original})
+        self._reassign_back({partition: original})
         waited = self._wait([partition])
         del self.originals[partition]
         leader = self.target.leader(self.topic, partition)
@@ -101,7 +102,7 @@ class AssignmentChanges:
         if not self.originals:
             return ""
         moved = dict(self.originals)
-        self._reassign(moved)
+        self._reassign_back(moved)
         waited = self._wait(list(moved))
         self.originals.clear()
         back = ", ".join(f"p{p} {_listed(r)}" for p, r in sorted(moved.items()))
@@ -137,6 +138,22 @@ class AssignmentChanges:
         ]
         if refused:
             raise RuntimeError("reassignment refused: " + "; ".join(refused))
+
+    def _reassign_back(self, targets: Mapping[int, Sequence[int]]) -> None:
+        """`_reassign`, tried again (within `timeout_s`) while it fails: a restore must not be
+        lost to a controller that is moving, or not elected yet after restarts."""
+        failed: list[Exception] = []
+
+        def accepted() -> bool:
+            try:
+                self._reassign(targets)
+            except Exception as error:
+                failed[:] = [error]
+                return False
+            return True
+
+        if not wait_for(accepted, self.timeout_s, poll_s=0.2):
+            raise failed[0]
 
     def _wait(self, partitions: Sequence[int]) -> str:
         started = time.monotonic()
