@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
+
+from kafkactor.admin.command import add_admin_command, run_admin_command
 
 if TYPE_CHECKING:  # the codec takes a while to load: imported when a command runs
     from kafkactor.admin.admin_client import AdminClient
@@ -34,19 +35,17 @@ Plan = dict[Partition, tuple[int, ...]]
 
 
 def add_reassign_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = commands.add_parser(
+    parser = add_admin_command(
+        commands,
         "reassign",
+        ACTIONS,
         help="move partitions' replicas between brokers (kafka-reassign-partitions.sh)",
         description=(
             "Kafka's kafka-reassign-partitions.sh over the wire: exactly one of --generate, "
             "--execute, --verify, --cancel or --list, against the brokers at "
-            "--bootstrap-server. Exit codes: 0 done, 1 the cluster refused or could not be "
-            "reached (the reason on stderr), 2 usage."
+            "--bootstrap-server."
         ),
     )
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]")
-    for action in ACTIONS:
-        parser.add_argument(f"--{action}", action="store_true")
     parser.add_argument(
         "--topics-to-move-json-file",
         metavar="FILE",
@@ -56,49 +55,34 @@ def add_reassign_command(commands: argparse._SubParsersAction[argparse.ArgumentP
     parser.add_argument(
         "--reassignment-json-file", metavar="FILE", help="the plan to execute, verify or cancel"
     )
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
     parser.set_defaults(func=run_reassign)
+
+
+_NEEDS = {
+    "generate": ("topics_to_move_json_file", "broker_list"),
+    "execute": ("reassignment_json_file",),
+    "verify": ("reassignment_json_file",),
+    "cancel": ("reassignment_json_file",),
+    "list": (),
+}
 
 
 def run_reassign(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Run one `kafkactor reassign` action (`args` from `add_reassign_command`'s parser),
     printing to `out` (default: stdout); its exit code."""
-    out = sys.stdout if out is None else out
-    chosen = [a for a in ACTIONS if getattr(args, a)]
-    if len(chosen) != 1:
-        print(
-            "Command must include exactly one action: --generate, --execute, --verify, "
-            "--cancel or --list",
-            file=sys.stderr,
-        )
-        return 2
-    action = chosen[0]
-    needs = {
-        "generate": ("topics_to_move_json_file", "broker_list"),
-        "execute": ("reassignment_json_file",),
-        "verify": ("reassignment_json_file",),
-        "cancel": ("reassignment_json_file",),
-        "list": (),
-    }[action]
-    missing = [f"--{n.replace('_', '-')}" for n in needs if not getattr(args, n)]
-    if missing:
-        print(f"--{action} needs {' and '.join(missing)}", file=sys.stderr)
-        return 2
-    from kafkactor.admin.admin_client import AdminClient, AdminError
 
-    try:
-        with AdminClient(args.bootstrap_server, timeout_s=args.timeout) as admin:
-            {
-                "generate": _generate,
-                "execute": _execute,
-                "verify": _verify,
-                "cancel": _cancel,
-                "list": _list,
-            }[action](admin, args, out)
-    except (AdminError, ValueError, OSError) as error:
-        print(f"Error: {error}", file=sys.stderr)
-        return 1
-    return 0
+    def usage(action: str) -> str | None:
+        missing = [f"--{n.replace('_', '-')}" for n in _NEEDS[action] if not getattr(args, n)]
+        return f"--{action} needs {' and '.join(missing)}" if missing else None
+
+    handlers = {
+        "generate": _generate,
+        "execute": _execute,
+        "verify": _verify,
+        "cancel": _cancel,
+        "list": _list,
+    }
+    return run_admin_command(args, handlers, out, usage=usage, error_prefix="Error: ")
 
 
 # -- plans ---------------------------------------------------------------------------------------

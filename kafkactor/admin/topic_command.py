@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
+
+from kafkactor.admin.command import add_admin_command, run_admin_command
 
 if TYPE_CHECKING:  # the codec takes a while to load: imported when a command runs
     from kafkactor.admin.admin_client import AdminClient, ConfigEntry, TopicInfo
@@ -26,19 +27,17 @@ ACTIONS = ("create", "list", "describe", "alter", "delete")
 
 
 def add_topics_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = commands.add_parser(
+    parser = add_admin_command(
+        commands,
         "topics",
+        ACTIONS,
         help="create, list, describe, add partitions to or delete topics (kafka-topics.sh)",
         description=(
             "Kafka's kafka-topics.sh over the wire: exactly one of --create, --list, "
             "--describe, --alter (--partitions) or --delete, against the brokers at "
-            "--bootstrap-server. Exit codes: 0 done, 1 the cluster refused or could not be "
-            "reached (the reason on stderr), 2 usage."
+            "--bootstrap-server."
         ),
     )
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]")
-    for action in ACTIONS:
-        parser.add_argument(f"--{action}", action="store_true")
     parser.add_argument(
         "--topic", help="the topic; for --list, --describe, --alter and --delete a regex"
     )
@@ -58,41 +57,28 @@ def add_topics_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
     parser.add_argument("--under-replicated-partitions", action="store_true")
     parser.add_argument("--unavailable-partitions", action="store_true")
     parser.add_argument("--topics-with-overrides", action="store_true")
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
     parser.set_defaults(func=run_topics)
 
 
 def run_topics(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Run one `kafkactor topics` action (`args` from `add_topics_command`'s parser),
     printing to `out` (default: stdout); its exit code."""
-    out = sys.stdout if out is None else out
-    chosen = [a for a in ACTIONS if getattr(args, a)]
-    if len(chosen) != 1:
-        print(
-            "Command must include exactly one action: --list, --describe, --create, --alter "
-            "or --delete",
-            file=sys.stderr,
-        )
-        return 2
-    action = chosen[0]
-    if action in ("create", "alter") and not args.topic:
-        print(f'Missing required argument "[topic]" for --{action}', file=sys.stderr)
-        return 2
-    from kafkactor.admin.admin_client import AdminClient, AdminError
 
-    try:
-        with AdminClient(args.bootstrap_server, timeout_s=args.timeout) as admin:
-            {
-                "create": _create,
-                "list": _list,
-                "describe": _describe,
-                "alter": _alter,
-                "delete": _delete,
-            }[action](admin, args, out)
-    except (AdminError, ValueError) as error:
-        print(f"Error while executing topic command : {error}", file=sys.stderr)
-        return 1
-    return 0
+    def usage(action: str) -> str | None:
+        if action in ("create", "alter") and not args.topic:
+            return f'Missing required argument "[topic]" for --{action}'
+        return None
+
+    handlers = {
+        "list": _list,
+        "describe": _describe,
+        "create": _create,
+        "alter": _alter,
+        "delete": _delete,
+    }
+    return run_admin_command(
+        args, handlers, out, usage=usage, error_prefix="Error while executing topic command : "
+    )
 
 
 def parse_replica_assignment(text: str) -> dict[int, list[int]]:
