@@ -87,6 +87,8 @@ class ErrorCode(enum.IntEnum):
     GROUP_SUBSCRIBED_TO_TOPIC = 86  # KIP-496: OffsetDelete of a topic the group's members consume
     INVALID_RECORD = 87  # a record Kafka's LogValidator refuses (KIP-467), e.g. keyless compacted
     UNSTABLE_OFFSET_COMMIT = 88
+    UNKNOWN_TOPIC_ID = 100  # KIP-516: a request names a topic by an id no topic has
+    INCONSISTENT_TOPIC_ID = 103  # KIP-516: a replica's log holds another topic id
     # KIP-919: a DescribeCluster (v1+) for controllers sent to a broker, or for an unknown type
     MISMATCHED_ENDPOINT_TYPE = 114
     UNSUPPORTED_ENDPOINT_TYPE = 115
@@ -119,5 +121,8 @@ _RETRIABLE = frozenset(
         ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
         ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
         ErrorCode.ELECTION_NOT_NEEDED,
+        # KIP-516's UnknownTopicIdException and InconsistentTopicIdException
+        ErrorCode.UNKNOWN_TOPIC_ID,
+        ErrorCode.INCONSISTENT_TOPIC_ID,
     }
 )

@@ -155,6 +155,7 @@ class TopicMetadata:
     topic: str = ""
     error_code: ErrorCode = ErrorCode.NONE
     partitions: tuple[PartitionMetadata, ...] = ()
+    topic_id: str = ""  # Kafka's base64 Uuid (KIP-516); "" when unknown (the zero uuid)
 
 
 @message
@@ -211,6 +212,14 @@ class StopReplicaResponse(Response):
 
 
 @message
+class TopicIdentity:
+    """A topic's id (KIP-516) in Kafka's base64 form, as UpdateMetadata v7+ carries it."""
+
+    topic: str = ""
+    topic_id: str = ""
+
+
+@message
 class UpdateMetadata(Request):
     """The controller's view of leaders, ISRs and live brokers, for the metadata cache."""
 
@@ -221,6 +230,7 @@ class UpdateMetadata(Request):
     partition_states: tuple[PartitionLeaderState, ...] = ()
     live_brokers: tuple[int, ...] = ()
     endpoints: tuple[BrokerEndpoint, ...] = ()  # the live brokers' registered endpoints
+    topic_ids: tuple[TopicIdentity, ...] = ()  # of the topics in partition_states (KIP-516)
 
 
 @message

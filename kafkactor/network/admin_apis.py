@@ -4,16 +4,25 @@ ones that read the metadata cache or need blocking admin work — and what the a
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kafkactor.actors.runtime import addresses
 from kafkactor.common import BrokerEndpoint, TopicExistsError
+from kafkactor.kafka_uuid import uuid_from_string
 from kafkactor.messages import ErrorCode, ErrorResponse, Response
 from kafkactor.messages.replication import MetadataRequest, MetadataResponse, TopicMetadata
 from kafkactor.network.api_versions import ApiKey
 from kafkactor.network.codec import build, nested, response_type
+from kafkactor.network.metadata_topic_ids import (
+    answer_topic_id,
+    invalid_topic_id_request,
+    refused_answer,
+    requested_topic_ids,
+    unknown_topic_id_entries,
+)
 from kafkactor.network.steps import (
     AUTHORIZED_OPERATIONS_OMITTED,
     NO_THROTTLE,
@@ -113,6 +122,16 @@ class AdminApis:
         if body.topics is None or (version == 0 and not body.topics):
             wanted: tuple[str, ...] = ()  # every topic
         else:
+            refusal = invalid_topic_id_request(version, body.topics)  # KIP-516, v10-11
+            if refusal is not None:
+                return Answer(refused_answer(version, body.topics, ErrorCode.INVALID_REQUEST))
+            topic_ids = requested_topic_ids(body.topics)
+            if topic_ids:  # v12+: the topics named by id (their names ignored, as Kafka does)
+                return Ask(
+                    self.replica_manager,
+                    MetadataRequest(topics=()),
+                    lambda r: self._metadata_by_ids(version, r, topic_ids),
+                )
             wanted = tuple(dict.fromkeys(t.name for t in body.topics))
             if not wanted:  # v1+: an empty list asks for brokers only
                 return Ask(
@@ -179,6 +198,22 @@ class AdminApis:
 
         return Admin(create, created)
 
+    def _metadata_by_ids(
+        self, version: int, response: Response, topic_ids: Sequence[uuid.UUID]
+    ) -> Step:
+        """A v12+ request naming topics by id: the known ones answered as by name, the others
+        with UNKNOWN_TOPIC_ID (Kafka's handleTopicMetadataRequest; never auto-created)."""
+        if not isinstance(response, MetadataResponse):
+            return self._metadata_failed(version, response, ())
+        known = {uuid_from_string(t.topic_id): t for t in response.topics if t.topic_id}
+        return self._metadata_answer(
+            version,
+            response,
+            [known[i] for i in topic_ids if i in known],
+            created=(),
+            unknown_topic_ids=[i for i in topic_ids if i not in known],
+        )
+
     def _metadata_failed(self, version: int, response: Response, wanted: Sequence[str]) -> Step:
         code = response.error_code if isinstance(response, ErrorResponse) else ErrorCode.NONE
         topics = tuple(
@@ -195,6 +230,7 @@ class AdminApis:
         *,
         created: Sequence[str],
         failed: Mapping[str, ErrorCode] | None = None,
+        unknown_topic_ids: Sequence[uuid.UUID] = (),
     ) -> Step:
         schema = response_type(ApiKey.METADATA, version)
         broker_type = nested(schema, "MetadataResponseBroker")
@@ -205,7 +241,9 @@ class AdminApis:
             build(broker_type, node_id=e.broker_id, host=e.host, port=e.port, rack=None)
             for e in endpoints
         )
-        topic_entries = []
+        topic_entries = list(
+            unknown_topic_id_entries(version, unknown_topic_ids, AUTHORIZED_OPERATIONS_OMITTED)
+        )
         for topic in topics:
             if not topic.topic:
                 continue
@@ -221,6 +259,7 @@ class AdminApis:
                     topic_type,
                     error_code=code,
                     name=topic.topic,
+                    topic_id=answer_topic_id(topic.topic_id),  # v10+ (KIP-516)
                     is_internal=topic.topic.startswith("__"),
                     partitions=tuple(
                         build(

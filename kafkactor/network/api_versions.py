@@ -52,7 +52,7 @@ SUPPORTED: Final[dict[ApiKey, tuple[int, int]]] = {
     ApiKey.PRODUCE: (0, 8),
     ApiKey.FETCH: (4, 11),
     ApiKey.LIST_OFFSETS: (1, 5),
-    ApiKey.METADATA: (0, 8),
+    ApiKey.METADATA: (0, 12),
     # the ZooKeeper-era inter-broker APIs, every version of Kafka 3.9 (a ZooKeeper-mode Kafka
     # broker lists them too). Kafka 4 removed them and kio lacks them: their entities are
     # transcribed from Kafka 3.9's definitions (inter_broker_schemas.py)

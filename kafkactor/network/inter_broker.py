@@ -7,12 +7,13 @@ Which actor messages cross between brokers, and as what (Kafka's API and the ver
 |---|---|---|
 | `LeaderAndIsr` | LeaderAndIsr v4 | the controller |
 | `StopReplica` | StopReplica v3 | the controller |
-| `UpdateMetadata` | UpdateMetadata v6 | the controller |
+| `UpdateMetadata` | UpdateMetadata v7 (topic ids, KIP-516) | the controller |
 | `ControlledShutdownRequest` | ControlledShutdown v3 | a broker shutting down |
 | `FetchRequest` (replica id = the follower) | Fetch v12 | a replica fetcher |
 | `OffsetsForLeaderEpochRequest` | OffsetForLeaderEpoch v4 | a replica fetcher |
 
-Each is the oldest flexible version with every field kafkactor sends (broker epochs: KIP-380),
+Each is the oldest flexible version with every field kafkactor sends (broker epochs: KIP-380;
+UpdateMetadata's topic ids: KIP-516),
 so the request header can carry the trace context as a tagged field. The broker that receives
 them translates back in `inter_broker_apis`. Nothing here touches a socket: `NetworkClient`
 sends what `wire_call` makes.
@@ -20,12 +21,13 @@ sends what `wire_call` makes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Final
 
 from kafkactor.common import BrokerEndpoint, PartitionLeaderState, TopicPartition
+from kafkactor.kafka_uuid import ZERO_UUID, uuid_from_string
 from kafkactor.messages import ErrorCode, Request, Response
 from kafkactor.messages.controller import ControlledShutdownRequest, ControlledShutdownResponse
 from kafkactor.messages.offsets import (
@@ -54,7 +56,7 @@ __all__ = ["SENT_VERSIONS", "WireCall", "by_topic", "wire_call"]
 SENT_VERSIONS: Final[dict[ApiKey, int]] = {
     ApiKey.LEADER_AND_ISR: 4,
     ApiKey.STOP_REPLICA: 3,
-    ApiKey.UPDATE_METADATA: 6,
+    ApiKey.UPDATE_METADATA: 7,
     ApiKey.CONTROLLED_SHUTDOWN: 3,
     ApiKey.FETCH: 12,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: 4,
@@ -120,13 +122,21 @@ def _partition_state(schema: Any, struct: str, state: PartitionLeaderState) -> A
     )
 
 
-def _topic_states(schema: Any, api: str, states: Iterable[PartitionLeaderState]) -> tuple[Any, ...]:
+def _topic_states(
+    schema: Any,
+    api: str,
+    states: Iterable[PartitionLeaderState],
+    topic_ids: Mapping[str, str] | None = None,
+) -> tuple[Any, ...]:
     """LeaderAndIsr's or UpdateMetadata's partition states grouped by topic (`api` names the
-    structs: `<api>TopicState`, `<api>PartitionState`)."""
+    structs: `<api>TopicState`, `<api>PartitionState`), with each topic's id when known
+    (the zero uuid otherwise, as Kafka sends a topic without one)."""
+    ids = topic_ids or {}
     return tuple(
         build(
             nested(schema, f"{api}TopicState"),
             topic_name=topic,
+            topic_id=uuid_from_string(ids[topic]) if topic in ids else ZERO_UUID,
             partition_states=tuple(
                 _partition_state(schema, f"{api}PartitionState", s) for s in grouped
             ),
@@ -215,7 +225,12 @@ def _update_metadata(request: UpdateMetadata) -> WireCall:
         controller_id=request.controller_id,
         controller_epoch=request.controller_epoch,
         broker_epoch=request.broker_epoch,
-        topic_states=_topic_states(schema, "UpdateMetadata", request.partition_states),
+        topic_states=_topic_states(
+            schema,
+            "UpdateMetadata",
+            request.partition_states,
+            {i.topic: i.topic_id for i in request.topic_ids},
+        ),
         live_brokers=tuple(
             _live_broker(schema, broker, endpoints.get(broker)) for broker in request.live_brokers
         ),

@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from kafkactor.actors.runtime import addresses
 from kafkactor.common import BrokerEndpoint, PartitionLeaderState, TopicPartition
+from kafkactor.kafka_uuid import ZERO_UUID, uuid_to_string
 from kafkactor.messages import ErrorCode, Response
 from kafkactor.messages.controller import ControlledShutdownRequest, ControlledShutdownResponse
 from kafkactor.messages.replication import (
@@ -27,6 +28,7 @@ from kafkactor.messages.replication import (
     PartitionError,
     StopReplica,
     StopReplicaResponse,
+    TopicIdentity,
     UpdateMetadata,
     UpdateMetadataResponse,
 )
@@ -123,6 +125,11 @@ class InterBrokerApis:
             partition_states=tuple(_partition_states(body, "ungrouped_partition_states")),
             live_brokers=live,
             endpoints=tuple(e for b in body.live_brokers for e in _endpoints(b)),
+            topic_ids=tuple(  # v7+ (KIP-516); the zero uuid is a topic without one
+                TopicIdentity(topic=t.topic_name, topic_id=uuid_to_string(t.topic_id))
+                for t in getattr(body, "topic_states", ())
+                if getattr(t, "topic_id", None) not in (None, ZERO_UUID)
+            ),
         )
 
         def answered(response: Response) -> Step:

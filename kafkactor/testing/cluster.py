@@ -35,6 +35,7 @@ from kafkactor.common import (
     TopicPartition,
     UnknownTopicError,
 )
+from kafkactor.kafka_uuid import random_uuid, uuid_to_string
 from kafkactor.messages import ErrorCode, Response
 from kafkactor.messages.controller import ElectLeadersResponse, PartitionElectionResult
 from kafkactor.messages.offsets import (
@@ -52,6 +53,7 @@ from kafkactor.messages.replication import (
     PartitionDescription,
     StopReplica,
     StopReplicaResponse,
+    TopicIdentity,
     UpdateMetadata,
     UpdateMetadataResponse,
 )
@@ -176,6 +178,7 @@ class Cluster:
         self.request_timeout_s = request_timeout_s
         self.directory = Directory()
         self.topic_configs: dict[str, LogConfig] = {}
+        self.topic_ids: dict[str, str] = {}  # without ZooKeeper: the ids this cluster gave
         self.broker_ids = list(range(1, brokers + 1))
         self.brokers: dict[int, Broker] = {}
         self.partition_states: dict[tuple[str, int], PartitionLeaderState] = {}
@@ -505,6 +508,7 @@ class Cluster:
             )
         if config is not None:
             self.topic_configs[name] = config
+        self.topic_ids[name] = uuid_to_string(random_uuid())  # KIP-516, as a controller does
         states = []
         for p, replicas in assignment.items():
             state = PartitionLeaderState(
@@ -542,7 +546,9 @@ class Cluster:
             self._zk.set(config_path, config_data)
         try:
             self._zk.create(
-                zk_data.topic_path(name), zk_data.encode_assignment(assignment), makepath=True
+                zk_data.topic_path(name),
+                zk_data.encode_assignment(assignment, random_uuid()),  # KIP-516
+                makepath=True,
             )
         except NodeExistsError:
             raise TopicExistsError(f"topic {name!r} already exists") from None
@@ -695,6 +701,7 @@ class Cluster:
                 self._delete_topic_in_zookeeper(name, wait=wait)
             else:
                 self._delete_topic_without_zookeeper(name)
+                self.topic_ids.pop(name, None)
             self.topic_configs.pop(name, None)
 
     def _delete_topic_in_zookeeper(self, name: str, *, wait: bool = True) -> None:
@@ -1055,6 +1062,7 @@ class Cluster:
             partition_states=tuple(self.partition_states.values()),
             live_brokers=live,
             endpoints=self._endpoints(live),
+            topic_ids=tuple(TopicIdentity(topic=t, topic_id=i) for t, i in self.topic_ids.items()),
         )
         calls = {broker: self._request(broker, request) for broker in live}
         for broker, future in calls.items():

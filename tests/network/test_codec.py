@@ -129,7 +129,7 @@ def test_an_api_key_not_served_is_refused(api_key: int) -> None:
         (ApiKey.PRODUCE, 9),
         (ApiKey.FETCH, 3),
         (ApiKey.FETCH, 13),  # 12 is served, not advertised
-        (ApiKey.METADATA, 9),
+        (ApiKey.METADATA, 13),
         (ApiKey.LEADER_AND_ISR, 8),
         (ApiKey.STOP_REPLICA, 5),
         (ApiKey.UPDATE_METADATA, 9),

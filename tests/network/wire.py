@@ -173,7 +173,9 @@ def metadata_request(
     topic = nested(schema, "MetadataRequestTopic")
     return make(
         schema,
-        topics=None if topics is None else tuple(topic(name=t) for t in topics),
+        topics=None
+        if topics is None
+        else tuple(make(topic, name=t, topic_id=None) for t in topics),
         allow_auto_topic_creation=allow_auto_topic_creation,
         include_cluster_authorized_operations=False,
         include_topic_authorized_operations=False,

@@ -20,7 +20,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from kafkactor.network.api_versions import ApiKey
 from kafkactor.server import launcher
+from tests.network.wire import WireClient, make, nested, request_schema
 from tests.processes.conftest import ProcessCluster
 from tests.replication.support import wait_until
 
@@ -273,6 +275,34 @@ def test_delete_records_waits_for_the_followers_in_other_processes(
         )
     finally:
         consumer.close()
+
+
+def test_every_broker_process_answers_the_topic_id_the_controller_sent(
+    process_cluster: ProcessCluster, topic: str
+) -> None:
+    # the brokers that are not the controller learn it from UpdateMetadata v7 over TCP
+    _create(process_cluster, topic)
+    schema = request_schema(ApiKey.METADATA, 12)
+    request = make(
+        schema,
+        topics=(make(nested(schema, "MetadataRequestTopic"), name=topic, topic_id=None),),
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+
+    def topic_ids() -> set[Any]:
+        found = set()
+        for address in process_cluster.bootstrap_servers.split(","):
+            host, port = address.rsplit(":", 1)
+            with WireClient(host, int(port)) as client:
+                found |= {t.topic_id for t in client.call(ApiKey.METADATA, 12, request).topics}
+        return found
+
+    def agreed() -> bool:
+        found = topic_ids()
+        return len(found) == 1 and None not in found
+
+    wait_until(agreed, message="the same topic id from every broker")
 
 
 def test_one_produce_is_one_trace_across_the_broker_processes(

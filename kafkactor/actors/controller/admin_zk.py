@@ -26,6 +26,7 @@ from kafkactor.common import (
     TopicQueuedForDeletionError,
     UnknownTopicError,
 )
+from kafkactor.kafka_uuid import random_uuid
 from kafkactor.storage import LogConfig
 
 __all__ = [
@@ -190,7 +191,7 @@ class AdminZkClient:
             try:
                 zk.create(
                     zk_data.topic_path(name),
-                    zk_data.encode_assignment(assignment),
+                    zk_data.encode_assignment(assignment, random_uuid()),  # KIP-516
                     makepath=True,
                 )
             except NodeExistsError:

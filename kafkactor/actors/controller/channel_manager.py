@@ -25,6 +25,7 @@ from kafkactor.messages.controller import (
 from kafkactor.messages.replication import (
     LeaderAndIsr,
     LeaderAndIsrResponse,
+    TopicIdentity,
     UpdateMetadata,
 )
 from kafkactor.timer import CallbackTask, Timer
@@ -162,6 +163,12 @@ class ControllerChannelManager(TracedActor):
             replace(self._leader_state(p), leader=LEADER_DURING_DELETE)
             for p in self.state.deleting.values()
         )
+        known = {p.topic for p in self.state.partitions}
+        topic_ids = tuple(
+            TopicIdentity(topic=t, topic_id=i)
+            for t, i in sorted(self.state.topic_ids.items())
+            if t in known
+        )
         for broker in live:
             if only is not None and broker not in only:
                 continue
@@ -179,6 +186,7 @@ class ControllerChannelManager(TracedActor):
                     partition_states=states,
                     live_brokers=live,
                     endpoints=tuple(self._endpoints[b] for b in live if b in self._endpoints),
+                    topic_ids=topic_ids,
                 ),
             )
 

@@ -26,6 +26,7 @@ from kafkactor.actors.controller.state import (
     LeadershipChange,
 )
 from kafkactor.actors.controller.topic_deletion import TopicDeletion
+from kafkactor.actors.controller.topic_ids import topic_id_of
 from kafkactor.actors.controller.zk_session import ZooKeeperSession
 from kafkactor.actors.runtime import Directory, handles
 from kafkactor.common import (
@@ -305,8 +306,9 @@ class ControllerActor(  # one actor; its handlers by concern, as Kafka splits Ka
         known = self.state.topics()  # a topic being deleted stays known until it is gone
         for topic in sorted(set(topics) - known):
             try:
-                data, _ = self._zk.get(zk_data.topic_path(topic), watch=self._on_topic_znode)
+                data, stat = self._zk.get(zk_data.topic_path(topic), watch=self._on_topic_znode)
                 assignment = zk_data.decode_assignment(topic, data)
+                self.state.topic_ids[topic], _ = topic_id_of(self._zk, topic, data, stat.version)
                 unclean = self._topic_config(topic).unclean_leader_election_enable
             except (NoNodeError, zk_data.MalformedZnodeError) as error:
                 self.log_event("controller.bad_topic", topic=topic, error=str(error))

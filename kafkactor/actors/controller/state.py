@@ -77,6 +77,7 @@ class ControllerState:
         # partitions being reassigned (KIP-455, `reassignment.py`): their RS, AR and RR;
         # `partitions` holds RS as their replicas meanwhile
         self.reassigning: dict[TopicPartition, ReplicaAssignment] = {}
+        self.topic_ids: dict[str, str] = {}  # topic -> its id (KIP-516, Kafka's base64 form)
 
     # -- topics ----------------------------------------------------------------------------------
 

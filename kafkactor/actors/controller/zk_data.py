@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kafkactor.common import PartitionLeaderState, TopicPartition
+from kafkactor.kafka_uuid import InvalidUuidError, uuid_from_string, uuid_to_string
 from kafkactor.storage import LogConfig
 from kafkactor.storage.topic_config import (
     TOPIC_CONFIGS,
@@ -161,10 +163,50 @@ def decode_controller_epoch(data: bytes) -> int:
 # -- /brokers/topics/<topic> and its partition states --------------------------------------------
 
 
-def encode_assignment(assignment: Mapping[int, tuple[int, ...]]) -> bytes:
+def encode_assignment(
+    assignment: Mapping[int, tuple[int, ...]], topic_id: uuid.UUID | None = None
+) -> bytes:
+    """A new topic's `/brokers/topics/<t>`: with its id, Kafka 2.8's TopicZNode version 3
+    (partitions, empty adding/removing replicas, `topic_id` in Kafka's base64 form, KIP-516);
+    without, the version 1 an older tool writes."""
+    partitions = {str(p): list(r) for p, r in sorted(assignment.items())}
+    if topic_id is None:
+        return _dump({"version": 1, "partitions": partitions})
     return _dump(
-        {"version": 1, "partitions": {str(p): list(r) for p, r in sorted(assignment.items())}}
+        {
+            "version": 3,
+            "partitions": partitions,
+            "adding_replicas": {},
+            "removing_replicas": {},
+            "topic_id": uuid_to_string(topic_id),
+        }
     )
+
+
+def decode_topic_id(topic: str, data: bytes) -> uuid.UUID | None:
+    """The topic id a `/brokers/topics/<t>` holds (None when written without one)."""
+    path = topic_path(topic)
+    body = _object(path, _load(path, data))
+    found = body.get("topic_id")
+    if found is None:
+        return None
+    if not isinstance(found, str):
+        raise MalformedZnodeError(path, f"topic_id is {found!r}, not a string")
+    try:
+        return uuid_from_string(found)
+    except InvalidUuidError as error:
+        raise MalformedZnodeError(path, str(error)) from None
+
+
+def encode_topic_id_over(topic: str, data: bytes, topic_id: uuid.UUID) -> bytes:
+    """`/brokers/topics/<t>` as it was (`data`) with `topic_id` added (version 3), as Kafka
+    2.8's controller writes it to a topic an older tool created (its other fields kept)."""
+    path = topic_path(topic)
+    body = dict(_object(path, _load(path, data)))
+    version = body.get("version")
+    body["version"] = version if type(version) is int and version > 3 else 3
+    body["topic_id"] = uuid_to_string(topic_id)
+    return _dump(body)
 
 
 def encode_assignment_over(

@@ -16,6 +16,9 @@ class MetadataCache:
     UNKNOWN_TOPIC_OR_PARTITION. A partition the controller sends with leader
     `LEADER_DURING_DELETE` (-2) belongs to a topic being deleted: the cache drops it, and the
     topic with its last partition, so clients get UNKNOWN_TOPIC_OR_PARTITION for it.
+
+    It also keeps each topic's id (KIP-516, UpdateMetadata v7+), dropped with the topic: a
+    topic deleted and created again under its name comes back with its new id.
     """
 
     def __init__(self) -> None:
@@ -23,6 +26,7 @@ class MetadataCache:
         self.live_brokers: tuple[int, ...] = ()
         self.endpoints: tuple[BrokerEndpoint, ...] = ()
         self.controller_id = -1
+        self.topic_ids: dict[str, str] = {}  # topic -> Kafka's base64 Uuid
 
     def update(self, request: UpdateMetadata) -> None:
         for state in request.partition_states:
@@ -30,6 +34,9 @@ class MetadataCache:
                 self._forget(state.topic, state.partition)
                 continue
             self.partitions.setdefault(state.topic, {})[state.partition] = state
+        for identity in request.topic_ids:
+            if identity.topic in self.partitions:
+                self.topic_ids[identity.topic] = identity.topic_id
         self.live_brokers = tuple(sorted(request.live_brokers))
         live = set(self.live_brokers)
         self.endpoints = tuple(
@@ -47,6 +54,11 @@ class MetadataCache:
         states.pop(partition, None)
         if not states:
             del self.partitions[topic]
+            self.topic_ids.pop(topic, None)
+
+    def topic_name(self, topic_id: str) -> str | None:
+        """Kafka's `getTopicName`: the known topic with this id."""
+        return next((t for t, i in self.topic_ids.items() if i == topic_id), None)
 
     def knows(self, topic: str, partition: int) -> bool:
         return partition in self.partitions.get(topic, {})
@@ -63,6 +75,7 @@ class MetadataCache:
         live = self.live_brokers
         return TopicMetadata(
             topic=name,
+            topic_id=self.topic_ids.get(name, ""),
             partitions=tuple(
                 PartitionMetadata(
                     partition=p,
