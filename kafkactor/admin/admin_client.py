@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from kafkactor.kafka_uuid import ZERO_UUID, uuid_to_string
 from kafkactor.messages import ErrorCode
 from kafkactor.network.codec import (
     BadResponseError,
@@ -49,7 +50,7 @@ CREATE_PARTITIONS: Final = 37
 ALTER_PARTITION_REASSIGNMENTS: Final = 45
 LIST_PARTITION_REASSIGNMENTS: Final = 46
 _OWN_VERSIONS: Final[dict[int, tuple[int, int]]] = {
-    METADATA: (1, 8),
+    METADATA: (1, 12),
     CREATE_TOPICS: (2, 4),
     DELETE_TOPICS: (1, 3),
     DESCRIBE_CONFIGS: (1, 2),
@@ -98,6 +99,7 @@ class TopicInfo:
     name: str
     internal: bool
     partitions: tuple[PartitionInfo, ...]
+    topic_id: str = ""  # Kafka's base64 Uuid (Metadata v10+, KIP-516); "" when not given
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,8 +179,12 @@ class AdminClient:
                     key=lambda p: p.partition,
                 )
             )
+            topic_id = getattr(topic, "topic_id", None)
             found[str(topic.name)] = TopicInfo(
-                name=str(topic.name), internal=bool(topic.is_internal), partitions=partitions
+                name=str(topic.name),
+                internal=bool(topic.is_internal),
+                partitions=partitions,
+                topic_id=uuid_to_string(topic_id) if topic_id not in (None, ZERO_UUID) else "",
             )
         return found
 
@@ -289,7 +295,9 @@ class AdminClient:
             topic_type = nested(schema, "MetadataRequestTopic")
             return build(
                 schema,
-                topics=None if names is None else tuple(build(topic_type, name=n) for n in names),
+                topics=None
+                if names is None
+                else tuple(build(topic_type, name=n, topic_id=None) for n in names),
                 allow_auto_topic_creation=False,
                 include_cluster_authorized_operations=False,
                 include_topic_authorized_operations=False,

@@ -204,8 +204,9 @@ def _describe(admin: AdminClient, args: argparse.Namespace, out: TextIO) -> None
 
 def _topic_line(info: TopicInfo, overrides: Sequence[ConfigEntry]) -> str:
     configs = ",".join(f"{c.name}={c.value}" for c in overrides)
+    topic_id = f"\tTopicId: {info.topic_id}" if info.topic_id else ""  # when not the zero uuid
     return (
-        f"Topic: {info.name}\tPartitionCount: {len(info.partitions)}"
+        f"Topic: {info.name}{topic_id}\tPartitionCount: {len(info.partitions)}"
         f"\tReplicationFactor: {len(info.partitions[0].replicas)}\tConfigs: {configs}"
     )
 

@@ -10,16 +10,31 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 
 import pytest
 
+from kafkactor.actors.controller import zk_data
 from kafkactor.admin.topic_command import parse_replica_assignment
 from kafkactor.cli import main
+from kafkactor.kafka_uuid import uuid_to_string
 from kafkactor.testing import Cluster
 from tests.wire.conftest import LISTEN
 
 pytestmark = pytest.mark.timeout(60)
+
+
+def topic_id_in_zookeeper(cluster: Cluster, topic: str) -> uuid.UUID:
+    assert cluster.embedded_zookeeper is not None
+    session = cluster.embedded_zookeeper.connect(30_000)
+    try:
+        data, _ = session.get(zk_data.topic_path(topic))
+    finally:
+        session.stop()
+    found = zk_data.decode_topic_id(topic, data)
+    assert found is not None
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +73,10 @@ def test_create_describe_list_delete(
     code, out, _ = topics(cluster, capsys, "--describe", "--topic", topic)
     assert code == 0
     lines = out.splitlines()
-    assert lines[0] == (
-        f"Topic: {topic}\tPartitionCount: 3\tReplicationFactor: 2\tConfigs: retention.ms=60000"
+    topic_id = uuid_to_string(topic_id_in_zookeeper(cluster, topic))
+    assert lines[0] == (  # Kafka's TopicCommand prints the id (KIP-516) unless it is zero
+        f"Topic: {topic}\tTopicId: {topic_id}\tPartitionCount: 3\tReplicationFactor: 2"
+        "\tConfigs: retention.ms=60000"
     )
     for partition, line in enumerate(lines[1:]):
         replicas = cluster.replicas(topic, partition)
@@ -173,7 +190,8 @@ def test_alter_adds_partitions(
     code, out, err = topics(cluster, capsys, "--alter", "--topic", topic, "--partitions", "3")
     assert (code, out) == (0, ""), err
     code, out, _ = topics(cluster, capsys, "--describe", "--topic", topic)
-    assert out.splitlines()[0].startswith(f"Topic: {topic}\tPartitionCount: 3\t")
+    assert out.splitlines()[0].startswith(f"Topic: {topic}\tTopicId: ")
+    assert "\tPartitionCount: 3\t" in out.splitlines()[0]
     assert cluster.wait_for_leader(topic, 2) in (1, 2, 3)
     code, _, err = topics(
         cluster,
