@@ -193,6 +193,10 @@ NOT_EXERCISED = {
         "needs a malformed /admin/reassign_partitions written by hand "
         "(tests/controller/test_partition_reassignment.py writes one)"
     ),
+    "partition.inconsistent_topic_id": (
+        "needs a partition directory whose partition.metadata records another topic id than "
+        "the controller's (tests/replication/test_partition_metadata.py writes one)"
+    ),
     "broker.zk_register_failed": (
         "needs the broker's re-registration after a session expiry to time out, i.e. an old "
         "session holding /brokers/ids/<id> for longer than registration_timeout_s"

@@ -52,6 +52,7 @@ class BecomeLeaderOrFollower(Request):
     """Apply a controller's partition state to one partition replica."""
 
     state: PartitionLeaderState = PartitionLeaderState()
+    topic_id: str = ""  # the topic's id the controller sent (KIP-516); "" when it sent none
 
 
 @message

@@ -178,6 +178,9 @@ class LeaderAndIsr(Request):
     # the recipient's broker epoch as the controller knows it (KIP-380): a stale one is refused
     broker_epoch: int = UNKNOWN_BROKER_EPOCH
     partition_states: tuple[PartitionLeaderState, ...] = ()
+    # the ids of the topics in partition_states (KIP-516; LeaderAndIsr v5+ between processes):
+    # a replica whose directory records another id refuses with INCONSISTENT_TOPIC_ID
+    topic_ids: tuple[TopicIdentity, ...] = ()
 
 
 @message

@@ -5,7 +5,7 @@ Which actor messages cross between brokers, and as what (Kafka's API and the ver
 
 | actor request | wire request | sent by |
 |---|---|---|
-| `LeaderAndIsr` | LeaderAndIsr v4 | the controller |
+| `LeaderAndIsr` | LeaderAndIsr v5 (topic ids, KIP-516) | the controller |
 | `StopReplica` | StopReplica v3 | the controller |
 | `UpdateMetadata` | UpdateMetadata v7 (topic ids, KIP-516) | the controller |
 | `ControlledShutdownRequest` | ControlledShutdown v3 | a broker shutting down |
@@ -13,7 +13,7 @@ Which actor messages cross between brokers, and as what (Kafka's API and the ver
 | `OffsetsForLeaderEpochRequest` | OffsetForLeaderEpoch v4 | a replica fetcher |
 
 Each is the oldest flexible version with every field kafkactor sends (broker epochs: KIP-380;
-UpdateMetadata's topic ids: KIP-516),
+LeaderAndIsr's and UpdateMetadata's topic ids: KIP-516),
 so the request header can carry the trace context as a tagged field. The broker that receives
 them translates back in `inter_broker_apis`. Nothing here touches a socket: `NetworkClient`
 sends what `wire_call` makes.
@@ -54,7 +54,7 @@ __all__ = ["SENT_VERSIONS", "WireCall", "by_topic", "wire_call"]
 
 #: The version of each inter-broker API this broker sends.
 SENT_VERSIONS: Final[dict[ApiKey, int]] = {
-    ApiKey.LEADER_AND_ISR: 4,
+    ApiKey.LEADER_AND_ISR: 5,
     ApiKey.STOP_REPLICA: 3,
     ApiKey.UPDATE_METADATA: 7,
     ApiKey.CONTROLLED_SHUTDOWN: 3,
@@ -152,7 +152,13 @@ def _leader_and_isr(request: LeaderAndIsr) -> WireCall:
         controller_id=request.controller_id,
         controller_epoch=request.controller_epoch,
         broker_epoch=request.broker_epoch,
-        topic_states=_topic_states(schema, "LeaderAndIsr", request.partition_states),
+        type_=0,  # v5's "whether all topics are included": kafkactor does not say
+        topic_states=_topic_states(
+            schema,
+            "LeaderAndIsr",
+            request.partition_states,
+            {i.topic: i.topic_id for i in request.topic_ids},
+        ),
         live_leaders=(),
     )
 
@@ -160,10 +166,37 @@ def _leader_and_isr(request: LeaderAndIsr) -> WireCall:
         return LeaderAndIsrResponse(
             correlation_id=request.correlation_id,
             error_code=ErrorCode(response.error_code),
-            partitions=_partition_errors(response.partition_errors),
+            partitions=_leader_and_isr_errors(request, response),
         )
 
     return WireCall(ApiKey.LEADER_AND_ISR, version, body, read)
+
+
+def _leader_and_isr_errors(request: LeaderAndIsr, response: Any) -> tuple[PartitionError, ...]:
+    """The response's partition errors: listed with their topic names (v0-4), or grouped
+    under topic ids (v5+), named back from the request's ids; a topic sent without an id
+    (the zero uuid) is answered in the request's order."""
+    topics = getattr(response, "topics", None)
+    if topics is None:
+        return _partition_errors(response.partition_errors)
+    names = {uuid_from_string(i.topic_id): i.topic for i in request.topic_ids}
+    unnamed = iter(
+        [
+            t
+            for t in by_topic(request.partition_states, lambda s: s.topic)
+            if t not in names.values()
+        ]
+    )
+    errors: list[PartitionError] = []
+    for topic in topics:
+        name = names.get(topic.topic_id) or next(unnamed, "")
+        errors.extend(
+            PartitionError(
+                topic=name, partition=int(e.partition_index), error_code=ErrorCode(e.error_code)
+            )
+            for e in topic.partition_errors
+        )
+    return tuple(errors)
 
 
 def _partition_errors(errors: Iterable[Any]) -> tuple[PartitionError, ...]:

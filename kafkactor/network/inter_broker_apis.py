@@ -63,6 +63,7 @@ class InterBrokerApis:
             controller_epoch=int(body.controller_epoch),
             broker_epoch=_broker_epoch(body),
             partition_states=states,
+            topic_ids=_topic_ids(body),  # v5+ (KIP-516)
         )
 
         def answered(response: Response) -> Step:
@@ -125,11 +126,7 @@ class InterBrokerApis:
             partition_states=tuple(_partition_states(body, "ungrouped_partition_states")),
             live_brokers=live,
             endpoints=tuple(e for b in body.live_brokers for e in _endpoints(b)),
-            topic_ids=tuple(  # v7+ (KIP-516); the zero uuid is a topic without one
-                TopicIdentity(topic=t.topic_name, topic_id=uuid_to_string(t.topic_id))
-                for t in getattr(body, "topic_states", ())
-                if getattr(t, "topic_id", None) not in (None, ZERO_UUID)
-            ),
+            topic_ids=_topic_ids(body),  # v7+ (KIP-516)
         )
 
         def answered(response: Response) -> Step:
@@ -197,6 +194,16 @@ def _leader_and_isr_response(
             )
             for topic, found in by_topic(errors, lambda e: e.topic).items()
         ),
+    )
+
+
+def _topic_ids(body: Any) -> tuple[TopicIdentity, ...]:
+    """The topic ids of a LeaderAndIsr (v5+) or UpdateMetadata (v7+) body; the zero uuid is a
+    topic sent without one."""
+    return tuple(
+        TopicIdentity(topic=t.topic_name, topic_id=uuid_to_string(t.topic_id))
+        for t in getattr(body, "topic_states", ())
+        if getattr(t, "topic_id", None) not in (None, ZERO_UUID)
     )
 
 

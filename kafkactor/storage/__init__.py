@@ -61,6 +61,11 @@ from kafkactor.storage.log_manager import (
     LogManager,
     LogManagerConfig,
 )
+from kafkactor.storage.partition_metadata import (
+    PARTITION_METADATA_FILE,
+    PartitionMetadataError,
+    PartitionMetadataFile,
+)
 from kafkactor.storage.record_batch import RecordBatch, batch_size_at, iter_batches
 from kafkactor.storage.records import (
     CREATE_TIME,
@@ -108,6 +113,7 @@ __all__ = [
     "NO_PRODUCER_ID",
     "NO_SEQUENCE",
     "NO_TIMESTAMP",
+    "PARTITION_METADATA_FILE",
     "RECORD_BATCH_OVERHEAD",
     "RECOVERY_POINT_CHECKPOINT",
     "SWAP_STEPS",
@@ -152,6 +158,8 @@ __all__ = [
     "OffsetMap",
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
+    "PartitionMetadataError",
+    "PartitionMetadataFile",
     "Record",
     "RecordBatch",
     "RecordError",

@@ -11,6 +11,7 @@ import contextlib
 import os
 import random
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -36,6 +37,7 @@ from kafkactor.storage.log_validator import (
     validate_batches,
     validate_records,
 )
+from kafkactor.storage.partition_metadata import PartitionMetadataFile
 from kafkactor.storage.producer_state import (
     DuplicateBatch,
     ProducerStateManager,
@@ -178,6 +180,9 @@ class Log:
         for base in self._bases[:-1]:  # only the active segment's index keeps preallocated room
             self._segments[base].trim_index()
         self._roll_jitter_ms = self._random_segment_jitter()
+        # KIP-516: the id of the topic this log was written for, as its directory records it
+        self.partition_metadata = PartitionMetadataFile(self.dir)
+        self.topic_id: uuid.UUID | None = self.partition_metadata.read()
 
     # -- segments ------------------------------------------------------------------------------
 
@@ -821,6 +826,15 @@ class Log:
         """The newest leader epoch this log knows (UNDEFINED_EPOCH when none)."""
         with self._lock:
             return self._epochs.latest_epoch
+
+    def check_or_set_topic_id(self, topic_id: uuid.UUID) -> bool:
+        """Kafka 2.8's `Partition.checkOrSetTopicId`: False when the directory records another
+        topic's id; otherwise True, writing `partition.metadata` first if it records none."""
+        with self._lock:
+            if self.topic_id is None:
+                self.partition_metadata.write(topic_id)
+                self.topic_id = topic_id
+            return self.topic_id == topic_id
 
     def assign_leader_epoch(self, epoch: int) -> bool:
         """Record that leader epoch `epoch` starts at the log end; returns whether it was new.

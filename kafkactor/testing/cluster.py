@@ -1041,6 +1041,11 @@ class Cluster:
                     controller_id=CLUSTER_CONTROLLER_ID,
                     controller_epoch=self.controller_epoch,
                     partition_states=tuple(broker_states),
+                    topic_ids=tuple(
+                        TopicIdentity(topic=t, topic_id=self.topic_ids[t])
+                        for t in sorted({s.topic for s in broker_states})
+                        if t in self.topic_ids
+                    ),
                 ),
             )
             for broker, broker_states in by_broker.items()

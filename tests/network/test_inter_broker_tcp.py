@@ -8,6 +8,7 @@ import itertools
 import socket
 import struct
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -15,16 +16,18 @@ from typing import Any
 import pytest
 from kazoo.exceptions import SessionExpiredError
 
+from kafkactor.actors.controller import zk_data
 from kafkactor.actors.runtime import Client, Directory, addresses
 from kafkactor.clients import ClientError, Producer
 from kafkactor.common import TopicPartition
+from kafkactor.kafka_uuid import random_uuid
 from kafkactor.messages import ErrorCode
 from kafkactor.messages.replication import FetchPartition, FetchRequest, MetadataRequest
 from kafkactor.network.api_versions import ApiKey
 from kafkactor.network.codec import build, decode_response, encode_request, nested, request_type
 from kafkactor.network.network_client import NetworkClient, NetworkClientConfig
 from kafkactor.server.processes import free_port
-from kafkactor.storage import iter_batches
+from kafkactor.storage import PartitionMetadataFile, iter_batches
 from tests.network.split_cluster import (
     SESSION_TIMEOUT_MS,
     SplitBroker,
@@ -213,8 +216,16 @@ def _read(connection: socket.socket, size: int) -> bytes:
     return data
 
 
-def _leader_and_isr(controller_epoch: int, broker_epoch: int, leader: int) -> Any:
-    schema = request_type(ApiKey.LEADER_AND_ISR, 4)
+def _leader_and_isr(
+    controller_epoch: int,
+    broker_epoch: int,
+    leader: int,
+    *,
+    version: int = 4,
+    topic_id: uuid.UUID | None = None,
+) -> Any:
+    v5 = {"type_": 0} if version >= 5 else {}  # v5 added the type (and topic ids)
+    schema = request_type(ApiKey.LEADER_AND_ISR, version)
     state = build(
         nested(schema, "LeaderAndIsrPartitionState"),
         partition_index=0,
@@ -235,9 +246,11 @@ def _leader_and_isr(controller_epoch: int, broker_epoch: int, leader: int) -> An
                 nested(schema, "LeaderAndIsrTopicState"),
                 topic_name=TOPIC,
                 partition_states=(state,),
+                **({"topic_id": topic_id} if topic_id is not None else {}),
             ),
         ),
         live_leaders=(),
+        **v5,
     )
 
 
@@ -401,3 +414,39 @@ def test_a_message_that_never_crosses_processes_is_refused_at_once() -> None:
     with lone_client(5_000) as (_, asker):
         answer = asker.request(addresses.replica_manager(9), MetadataRequest()).result(5)
         assert answer.error_code == ErrorCode.NETWORK_EXCEPTION
+
+
+def test_leader_and_isr_v5_carries_the_topic_ids_replicas_record_and_check(
+    cluster: SplitCluster, events: EventLog
+) -> None:
+    """The controller's LeaderAndIsr v5 gives every replica its topic's id, which its directory
+    records (`partition.metadata`); one naming another id is refused INCONSISTENT_TOPIC_ID,
+    answered under that id (v5 groups partition errors by topic id)."""
+    cluster.admin.create_topic(TOPIC, 1, 3, {})
+    found = zk_data.decode_topic_id(TOPIC, cluster.zk.get(zk_data.topic_path(TOPIC))[0])
+    assert found is not None
+    tp = TopicPartition(topic=TOPIC, partition=0)
+
+    def recorded(broker: int) -> uuid.UUID | None:
+        log = cluster.brokers[broker].broker.log_manager.get_log(tp)
+        return None if log is None else PartitionMetadataFile(log.dir).read()
+
+    wait_until(
+        lambda: all(recorded(b) == found for b in (1, 2, 3)),
+        message="every replica to record the topic's id",
+    )
+    broker = cluster.brokers[2]
+    epoch = broker.broker.zookeeper.broker_epoch  # type: ignore[union-attr]
+    other = random_uuid()
+    request = _leader_and_isr(
+        cluster.state(TOPIC, 0).controller_epoch, epoch, 2, version=5, topic_id=other
+    )
+    answer = _call(broker.port, ApiKey.LEADER_AND_ISR, 5, request)
+    assert answer.error_code == ErrorCode.NONE
+    [topic] = answer.topics
+    assert topic.topic_id == other
+    assert [(p.partition_index, p.error_code) for p in topic.partition_errors] == [
+        (0, ErrorCode.INCONSISTENT_TOPIC_ID)
+    ]
+    assert recorded(2) == found
+    assert events.named("partition.inconsistent_topic_id", broker=2, topic=TOPIC)

@@ -20,8 +20,10 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from kafkactor.kafka_uuid import uuid_to_string
 from kafkactor.network.api_versions import ApiKey
 from kafkactor.server import launcher
+from kafkactor.storage import PARTITION_METADATA_FILE
 from tests.network.wire import WireClient, make, nested, request_schema
 from tests.processes.conftest import ProcessCluster
 from tests.replication.support import wait_until
@@ -303,6 +305,18 @@ def test_every_broker_process_answers_the_topic_id_the_controller_sent(
         return len(found) == 1 and None not in found
 
     wait_until(agreed, message="the same topic id from every broker")
+    # and every replica's directory records it (partition.metadata), from LeaderAndIsr v5
+    [topic_id] = topic_ids()
+    expected = f"version: 0\ntopic_id: {uuid_to_string(topic_id)}"
+
+    def recorded() -> list[str]:
+        files = process_cluster.root.glob(f"broker-*/**/{topic}-*/{PARTITION_METADATA_FILE}")
+        return [f.read_text() for f in files]
+
+    wait_until(
+        lambda: recorded() == [expected] * (PARTITIONS * 3),
+        message="every replica's partition.metadata with the topic's id",
+    )
 
 
 def test_one_produce_is_one_trace_across_the_broker_processes(

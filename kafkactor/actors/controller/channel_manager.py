@@ -142,6 +142,12 @@ class ControllerChannelManager(TracedActor):
                 if replica in self.state.live_brokers and (only is None or replica in only):
                     by_broker.setdefault(replica, []).append(self._leader_state(p))
         for broker, states in sorted(by_broker.items()):
+            named = {s.topic for s in states}
+            topic_ids = tuple(  # KIP-516: each replica checks its directory's id against it
+                TopicIdentity(topic=t, topic_id=i)
+                for t, i in sorted(self.state.topic_ids.items())
+                if t in named
+            )
             correlation_id = next(self._ids)
             broker_epoch = self.state.broker_epochs.get(broker, -1)
             self._channel.sent(correlation_id, broker, broker_epoch)
@@ -154,6 +160,7 @@ class ControllerChannelManager(TracedActor):
                     controller_epoch=self.epoch,
                     broker_epoch=broker_epoch,
                     partition_states=tuple(states),
+                    topic_ids=topic_ids,
                 ),
             )
 

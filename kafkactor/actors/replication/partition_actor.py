@@ -27,6 +27,7 @@ from kafkactor.actors.replication.partition import PartitionState, PendingIsrCha
 from kafkactor.actors.replication.request_log import log_produce_response
 from kafkactor.actors.runtime import Directory, TracedActor, handles
 from kafkactor.common import LogOffsetMetadata, PartitionLeaderState, TopicPartition
+from kafkactor.kafka_uuid import uuid_from_string, uuid_to_string
 from kafkactor.messages import ErrorCode
 from kafkactor.messages.config import UpdateLogConfig
 from kafkactor.messages.offsets import (
@@ -72,6 +73,8 @@ from kafkactor.storage import (
     UnsupportedCompressionError,
 )
 from kafkactor.timer import Clock
+
+_log = tracing.get_logger("kafkactor.partition")
 
 
 def storage_error_code(error: Exception) -> ErrorCode:  # noqa: PLR0911 - one flat mapping
@@ -511,6 +514,15 @@ class PartitionActor(TracedActor):
     def _on_become(self, request: BecomeLeaderOrFollower) -> None:
         state = self.state
         decision = request.state
+        if request.topic_id:  # KIP-516: checked before the epochs, as Kafka 2.8 does
+            try:
+                consistent = self._check_or_set_topic_id(request.topic_id)
+            except OSError:  # partition.metadata not written: Kafka's KafkaStorageException
+                self.reply(request, self._applied(ErrorCode.KAFKA_STORAGE_ERROR))
+                return
+            if not consistent:
+                self.reply(request, self._applied(ErrorCode.INCONSISTENT_TOPIC_ID))
+                return
         if not state.accepts(decision):
             self.reply(request, self._applied(ErrorCode.STALE_CONTROLLER_EPOCH))
             return
@@ -546,6 +558,28 @@ class PartitionActor(TracedActor):
         )
         self._publish(LeadershipChanged, hw_moved=True, to_produce=True)
         self.reply(request, self._applied(ErrorCode.NONE, truncate=truncate))
+
+    def _check_or_set_topic_id(self, topic_id: str) -> bool:
+        """Kafka 2.8's `checkOrSetTopicId`: the log's directory records `topic_id` (written now
+        if it recorded none), or another topic's (a stale log of a deleted topic of this name:
+        refused, the log left as it is, with an event)."""
+        if self.log.check_or_set_topic_id(uuid_from_string(topic_id)):
+            return True
+        recorded = self.log.topic_id
+        context = self.trace_context
+        _log.error(
+            "partition.inconsistent_topic_id",
+            actor=self.address,
+            broker=self.broker,
+            trace_id=context.trace_id if context is not None else "",
+            parent_span_id=context.parent_span_id if context is not None else "",
+            topic=self.state.topic,
+            partition=self.state.partition,
+            log_topic_id=uuid_to_string(recorded) if recorded is not None else "",
+            request_topic_id=topic_id,
+            dir=str(self.log.dir),
+        )
+        return False
 
     def _applied(self, error: ErrorCode, *, truncate: bool = False) -> PartitionStateApplied:
         return PartitionStateApplied(

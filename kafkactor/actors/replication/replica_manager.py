@@ -609,6 +609,7 @@ class ReplicaManagerActor(TracedActor):
             return
         errors: dict[str, ErrorCode] = {}
         orders: dict[str, tuple[str, Any]] = {}
+        topic_ids = {i.topic: i.topic_id for i in request.topic_ids}  # KIP-516
         for state in request.partition_states:
             key = str(TopicPartition.of(state))
             if self.broker_id not in state.replicas:
@@ -627,7 +628,10 @@ class ReplicaManagerActor(TracedActor):
                             partition=state.partition, leader_epoch=state.leader_epoch
                         ),
                     )
-            orders[key] = (replica.address, BecomeLeaderOrFollower(state=state))
+            orders[key] = (
+                replica.address,
+                BecomeLeaderOrFollower(state=state, topic_id=topic_ids.get(state.topic, "")),
+            )
         states = {str(TopicPartition.of(s)): s for s in request.partition_states}
         targets = {key: self.replicas[key] for key in orders}
 
