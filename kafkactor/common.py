@@ -22,6 +22,8 @@ NO_LEADER = -1  # a partition without a leader
 LEADER_DURING_DELETE = -2
 # Kafka's internal topic of committed offsets and group metadata (Topic.GROUP_METADATA_TOPIC_NAME)
 OFFSETS_TOPIC = "__consumer_offsets"
+# Kafka's internal topic of transaction metadata (Topic.TRANSACTION_STATE_TOPIC_NAME)
+TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 
 class _NamesAPartition(Protocol):

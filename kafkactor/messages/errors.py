@@ -87,6 +87,9 @@ class ErrorCode(enum.IntEnum):
     GROUP_SUBSCRIBED_TO_TOPIC = 86  # KIP-496: OffsetDelete of a topic the group's members consume
     INVALID_RECORD = 87  # a record Kafka's LogValidator refuses (KIP-467), e.g. keyless compacted
     UNSTABLE_OFFSET_COMMIT = 88
+    PRODUCER_FENCED = (
+        90  # KIP-588: an older epoch of a transactional id (INVALID_PRODUCER_EPOCH before)
+    )
     UNKNOWN_TOPIC_ID = 100  # KIP-516: a request names a topic by an id no topic has
     INCONSISTENT_TOPIC_ID = 103  # KIP-516: a replica's log holds another topic id
     # KIP-919: a DescribeCluster (v1+) for controllers sent to a broker, or for an unknown type

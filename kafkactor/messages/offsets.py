@@ -31,6 +31,8 @@ class ListOffsetsRequest(Request):
     """Kafka's ListOffsets (api key 2), answered by each partition's leader."""
 
     partitions: tuple[ListOffsetsPartition, ...] = ()
+    # ListOffsets v2+ (KIP-98): READ_COMMITTED (1) answers LATEST with the last stable offset
+    isolation_level: int = 0
 
 
 @message

@@ -105,6 +105,19 @@ class FetchRequest(Request):
     # the whole response's limit (KIP-74; Fetch v3+): partitions read in order, each within its
     # own max_bytes and what is left of this; the first batch read is returned whole anyway
     max_bytes: int = 2**31 - 1
+    # Fetch v4+ (KIP-98): READ_UNCOMMITTED (0) reads up to the high watermark, READ_COMMITTED
+    # (1) up to the last stable offset and is told the aborted transactions in what it reads
+    isolation_level: int = 0
+
+
+@message
+class AbortedTransaction:
+    """An aborted transaction in a fetched range (Fetch v4+'s AbortedTransaction): a
+    read_committed consumer drops `producer_id`'s records from `first_offset` until that
+    producer's ABORT marker."""
+
+    producer_id: int = -1
+    first_offset: int = 0
 
 
 @message
@@ -118,6 +131,10 @@ class FetchPartitionData:
     log_end_offset: int = -1
     log_start_offset: int = -1
     records: bytes = b""
+    # the partition's last stable offset (Fetch v4+); -1 when not known (a follower's fetch)
+    last_stable_offset: int = -1
+    # read_committed only: the aborted transactions overlapping the records returned
+    aborted_transactions: tuple[AbortedTransaction, ...] = ()
 
 
 @message

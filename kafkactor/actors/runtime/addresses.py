@@ -65,3 +65,9 @@ def group_coordinator(broker: int) -> str:
 def dynamic_config_manager(broker: int) -> str:
     """The broker's listener of `/config/changes` (Kafka's DynamicConfigManager)."""
     return f"broker/{broker}/dynamic-config-manager"
+
+
+def transaction_coordinator(broker: int) -> str:
+    """The broker's TransactionCoordinator actor: the transactional ids of the
+    `__transaction_state` partitions it leads (with its "txn-marker" purgatory)."""
+    return f"broker/{broker}/transaction-coordinator"
