@@ -37,6 +37,12 @@ class ProduceRequest(Request):
     acks: int = 1
     timeout_ms: int = 30_000
     partitions: tuple[ProducePartition, ...] = ()
+    # appended by a coordinator of this broker (Kafka's AppendOrigin.Coordinator): the group
+    # coordinator's transactional offset commits skip the client's sequence checks; never set
+    # from the wire
+    from_coordinator: bool = False
+    # the producer's transactional id (Produce v3+), None for a plain or idempotent producer
+    transactional_id: str | None = None
 
 
 @message
