@@ -29,6 +29,25 @@ class AppendRecords(Request):
     answers_producer: bool = False
     timeout_ms: int = 0
     received_ms: int = 0
+    # a coordinator of this broker appends (Kafka's AppendOrigin.Coordinator): no sequence
+    # checks; from ProduceRequest.from_coordinator, never from the wire
+    from_coordinator: bool = False
+
+
+@message
+class AppendTxnMarker(Request):
+    """Append one transaction marker (a COMMIT or ABORT control batch of `producer_id` /
+    `producer_epoch`, stamped with the coordinator's epoch) to a partition as its leader, with
+    Kafka's AppendOrigin.Coordinator, as acks=-1 (refused with NOT_ENOUGH_REPLICAS when the
+    ISR is below `min.insync.replicas`). Answered with an `AppendResult` naming the marker's
+    offset; the replica manager then waits for the ISR in the produce purgatory."""
+
+    topic: str = ""
+    partition: int = 0
+    producer_id: int = -1
+    producer_epoch: int = -1
+    committed: bool = True
+    coordinator_epoch: int = 0
 
 
 @message

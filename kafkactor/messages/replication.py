@@ -274,8 +274,10 @@ class PartitionSnapshot:
     `exists` is False once the replica stopped (`still_known`: while the broker's metadata
     still names the partition, a replica moved away rather than a topic deleted); `is_leader`
     says whether this broker leads it.
-    DelayedProduce reads the HW, ISR size and min ISR; DelayedFetch the HW and log end
-    positions.
+    DelayedProduce reads the HW, ISR size and min ISR; DelayedFetch the HW, last stable offset
+    and log end positions. `last_stable_offset` is Kafka's LSO (KIP-98): the first offset of
+    a transaction still open (or whose marker the ISR does not have yet), the HW when there is
+    none; None in a snapshot that does not say it (read as the HW).
     """
 
     key: str = ""
@@ -292,6 +294,13 @@ class PartitionSnapshot:
     high_watermark: LogOffsetMetadata = LogOffsetMetadata()
     log_end: LogOffsetMetadata = LogOffsetMetadata()
     low_watermark: int = -1  # to the DeleteRecords purgatory only; -1 elsewhere
+    last_stable_offset: LogOffsetMetadata | None = None
+
+    @property
+    def stable_end(self) -> LogOffsetMetadata:
+        """Where a read_committed consumer's reads end: the LSO (the HW when not said)."""
+        lso = self.last_stable_offset
+        return lso if lso is not None else self.high_watermark
 
 
 @message
@@ -350,6 +359,7 @@ class FetchSpec:
     partitions: tuple[FetchPartition, ...] = ()
     max_bytes: int = 2**31 - 1  # the whole response's (KIP-74)
     received_ms: int = -1  # when the replica manager received the request (its latency base)
+    isolation_level: int = 0  # the request's: READ_COMMITTED (1) waits on and reads to the LSO
 
 
 # -- replica fetchers ----------------------------------------------------------------------------

@@ -37,8 +37,18 @@ from kafkactor.actors.replication.request_log import (
 )
 from kafkactor.actors.replication.scatter_gather import ScatterGather
 from kafkactor.actors.replication.topic_purgatory import topic_changes
+from kafkactor.actors.replication.txn_markers import (
+    marker_waits,
+    markers_outcome,
+    plan_write_txn_markers,
+)
 from kafkactor.actors.runtime import Directory, TraceContext, TracedActor, addresses, handles
-from kafkactor.common import OFFSETS_TOPIC, PartitionLeaderState, TopicPartition
+from kafkactor.common import (
+    OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+    PartitionLeaderState,
+    TopicPartition,
+)
 from kafkactor.messages import ErrorCode, ErrorResponse, Request, Response
 from kafkactor.messages.config import TopicConfigChanged, UpdateLogConfig
 from kafkactor.messages.group import (
@@ -84,6 +94,11 @@ from kafkactor.messages.replication import (
     StopReplicaResponse,
     UpdateMetadata,
     UpdateMetadataResponse,
+)
+from kafkactor.messages.transaction import (
+    TxnStatePartitionElected,
+    TxnStatePartitionResigned,
+    WriteTxnMarkersRequest,
 )
 from kafkactor.storage import Log, LogConfig, LogManager, StorageError
 from kafkactor.timer import Clock, Scheduler, Timer
@@ -254,6 +269,7 @@ class ReplicaManagerActor(TracedActor):
                     partition=part.partition,
                     records=part.records,
                     acks=request.acks,
+                    from_coordinator=request.from_coordinator,
                 ),
             )
         if not appends:
@@ -361,6 +377,51 @@ class ReplicaManagerActor(TracedActor):
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return ErrorCode.NOT_LEADER_FOR_PARTITION
 
+    # -- transaction markers (KIP-98) --------------------------------------------------------------
+
+    @handles(WriteTxnMarkersRequest)
+    def _on_write_txn_markers(self, request: WriteTxnMarkersRequest) -> None:
+        """Kafka's `handleWriteTxnMarkersRequest` (txn_markers.py): each marker appended by the
+        partitions this broker leads, acks=all through the produce purgatory, one answer; the
+        group coordinator hears of each acknowledged marker on `__consumer_offsets`."""
+        received_ms = self.clock.now_ms()
+        trace = self.trace_context
+        plan = plan_write_txn_markers(request, self._marker_target)
+
+        def acknowledged(acks: dict[str, Response]) -> None:
+            outcome = markers_outcome(request, plan, acks)
+            for completed in outcome.offsets_completed:
+                self.send(addresses.group_coordinator(self.broker_id), completed, trace=trace)
+            self.reply(request, outcome.response, trace=trace)
+
+        def appended(answers: dict[str, Response]) -> None:
+            waits = marker_waits(request, plan, answers, received_ms=received_ms)
+            purgatory = addresses.produce_purgatory(self.broker_id)
+            if not waits:
+                acknowledged({})
+                return
+            self._fan_out(
+                {key: (purgatory, wait) for key, wait in waits.items()},
+                acknowledged,
+                origin=request,
+            )
+
+        if not plan.orders:
+            appended({})
+            return
+        self._fan_out(dict(plan.orders), appended, origin=request)
+
+    def _marker_target(self, topic: str, partition: int) -> tuple[str | None, ErrorCode]:
+        """The leader partition's address, or why a marker cannot go there: no replica here
+        is UNKNOWN_TOPIC_OR_PARTITION (Kafka's `getMagic` finds no log), a follower's
+        NOT_LEADER_FOR_PARTITION."""
+        replica = self.replicas.get(f"{topic}-{partition}")
+        if replica is None:
+            return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if not replica.is_leader or replica.stopped:
+            return None, ErrorCode.NOT_LEADER_FOR_PARTITION
+        return replica.address, ErrorCode.NONE
+
     # -- fetch -----------------------------------------------------------------------------------
 
     @handles(FetchRequest)
@@ -418,6 +479,7 @@ class ReplicaManagerActor(TracedActor):
                     partitions=request.partitions,
                     max_bytes=request.max_bytes,
                     received_ms=received_ms,
+                    isolation_level=request.isolation_level,
                 ),
                 keys=tuple(str(TopicPartition.of(p)) for p in request.partitions),
                 timeout_ms=max(0, request.max_wait_ms),
@@ -675,7 +737,7 @@ class ReplicaManagerActor(TracedActor):
             replica.is_leader = response.is_leader
             replica.leader = state.leader
             replica.leader_epoch = state.leader_epoch
-            if state.topic == OFFSETS_TOPIC:
+            if state.topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):
                 self._tell_group_coordinator(state, leads=response.is_leader)
             if response.is_leader:
                 continue
@@ -716,12 +778,25 @@ class ReplicaManagerActor(TracedActor):
         request repeated an epoch it already has), the load window that
         `OffsetsPartitionLoading` opened closes (a newer epoch's own message wins at the
         coordinator)."""
-        if state.topic == OFFSETS_TOPIC and state.leader == self.broker_id and not leads:
+        if (
+            state.topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
+            and state.leader == self.broker_id
+            and not leads
+        ):
             self._tell_group_coordinator(state, leads=False)
 
     def _tell_group_coordinator(self, state: PartitionLeaderState, *, leads: bool) -> None:
         """Kafka's onLeadershipChange for `__consumer_offsets`: the broker's group coordinator
-        loads the groups of a partition it now leads and unloads those of one it follows."""
+        loads the groups of a partition it now leads and unloads those of one it follows; for
+        `__transaction_state` the transaction coordinator likewise."""
+        partition, epoch = state.partition, state.leader_epoch
+        if state.topic == TRANSACTION_STATE_TOPIC:
+            self._tell_transaction_coordinator(
+                TxnStatePartitionElected(partition=partition, leader_epoch=epoch)
+                if leads
+                else TxnStatePartitionResigned(partition=partition, leader_epoch=epoch)
+            )
+            return
         message: OffsetsPartitionElected | OffsetsPartitionResigned = (
             OffsetsPartitionElected(partition=state.partition, leader_epoch=state.leader_epoch)
             if leads
@@ -730,6 +805,15 @@ class ReplicaManagerActor(TracedActor):
             )
         )
         self.send(addresses.group_coordinator(self.broker_id), message)
+
+    def _tell_transaction_coordinator(
+        self, message: TxnStatePartitionElected | TxnStatePartitionResigned
+    ) -> None:
+        """A broker may run without a transaction coordinator (a test's broker, one starting):
+        then nobody is told, and nothing else changes."""
+        address = addresses.transaction_coordinator(self.broker_id)
+        if self.directory.resolve(address) is not None:
+            self.send(address, message)
 
     def _replica(self, topic: str, partition: int) -> LocalReplica:
         """The local replica's actor (started on first use) with its log (opened or created)."""
@@ -808,6 +892,10 @@ class ReplicaManagerActor(TracedActor):
                     self.send(
                         addresses.group_coordinator(self.broker_id),
                         OffsetsPartitionResigned(partition=replica.partition),
+                    )
+                elif replica.topic == TRANSACTION_STATE_TOPIC:
+                    self._tell_transaction_coordinator(
+                        TxnStatePartitionResigned(partition=replica.partition)
                     )
                 del self.replicas[key]
                 self.logs.pop(key, None)
