@@ -10,7 +10,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kafkactor.actors.coordinator.coordinator_admin import GroupAdminHandlers
 from kafkactor.actors.coordinator.coordinator_messages import (
     commit_response,
     committed_offsets,
@@ -19,6 +18,7 @@ from kafkactor.actors.coordinator.coordinator_messages import (
     offset_fetch_response,
     sync_response,
 )
+from kafkactor.actors.coordinator.coordinator_txn import TxnOffsetHandlers
 from kafkactor.actors.coordinator.group_coordinator import GroupCoordinatorCore
 from kafkactor.actors.coordinator.group_metadata import GroupMetadataSnapshot
 from kafkactor.actors.coordinator.group_purgatories import GroupPurgatories
@@ -70,7 +70,7 @@ class _Parked:
     trace: TraceContext | None
 
 
-class GroupCoordinatorActor(GroupAdminHandlers):
+class GroupCoordinatorActor(TxnOffsetHandlers):
     """Kafka's `GroupCoordinator` for one broker: the groups of the `__consumer_offsets`
     partitions this broker leads.
 
@@ -83,7 +83,8 @@ class GroupCoordinatorActor(GroupAdminHandlers):
     manager says this broker became leader of an offsets partition, it replays that
     partition's log (last value per key wins) before serving its groups; when it stops
     leading one, its groups are unloaded and their waiting requests answered NOT_COORDINATOR.
-    DescribeGroups, ListGroups, DeleteGroups and OffsetDelete are `GroupAdminHandlers`'.
+    DescribeGroups, ListGroups, DeleteGroups and OffsetDelete are `GroupAdminHandlers`';
+    TxnOffsetCommit and TxnOffsetsCompleted `TxnOffsetHandlers`'.
     """
 
     def __init__(
@@ -113,7 +114,7 @@ class GroupCoordinatorActor(GroupAdminHandlers):
         self.replica_manager = addresses.replica_manager(broker)
         self._parked_joins: dict[tuple[str, str], _Parked] = {}
         self._parked_syncs: dict[tuple[str, str], _Parked] = {}
-        self._appends: dict[int, Callable[[ErrorCode], None]] = {}  # by correlation id
+        self._appends: dict[int, Callable[[ErrorCode, int], None]] = {}  # by correlation id
         self._ids = itertools.count(1)
         self._epochs: dict[int, int] = {}  # offsets partition -> the leader epoch last heard of
         self._effects: deque[Effects | Callable[[], None]] = deque()
@@ -224,11 +225,11 @@ class GroupCoordinatorActor(GroupAdminHandlers):
         write = outcome.write
         assert write is not None
 
-        def appended(error: ErrorCode, write: OffsetCommitWrite = write) -> None:
-            self.reply(request, commit_response(self.core.complete_offset_write(write, error)))
+        def appended(error: ErrorCode, at: int, write: OffsetCommitWrite = write) -> None:
+            self.reply(request, commit_response(self.core.complete_offset_write(write, error, at)))
 
-        records = offset_records(write.group_id, write.offsets, now)
-        self._append(self.core.partition_for(write.group_id), records, appended)
+        batch = build_batch(offset_records(write.group_id, write.offsets, now), 0)
+        self._append_batch(self.core.partition_for(write.group_id), batch, appended)
 
     @handles(OffsetFetchRequest)
     def _on_fetch_offsets(self, request: OffsetFetchRequest) -> None:
@@ -281,7 +282,10 @@ class GroupCoordinatorActor(GroupAdminHandlers):
         now = self.now
         loaded_groups = replay.loaded()
         for loaded in loaded_groups:
+            known = loaded.group_id in self.core.groups  # kept as it is (Kafka's addGroup)
             self._apply(self.core.load_group(loaded.group_id, loaded.snapshot, loaded.offsets, now))
+            if not known:
+                self.core.txn_offsets.load(loaded.group_id, loaded.pending, loaded.positions)
         self.core.finish_loading(partition)
         self.log_event(
             "group.load",
@@ -392,9 +396,21 @@ class GroupCoordinatorActor(GroupAdminHandlers):
     ) -> None:
         """Append `records` to this broker's leader replica of an offsets partition, acks=-1;
         `done` gets the outcome (NONE once the ISR has them)."""
+        self._append_batch(partition, build_batch(records, 0), lambda error, _at: done(error))
+
+    def _append_batch(
+        self,
+        partition: int,
+        batch: bytes,
+        done: Callable[[ErrorCode, int], None],
+        *,
+        transactional_id: str | None = None,
+    ) -> None:
+        """Append one batch as `_append` does; `done` also gets the offset it was written at
+        (-1 on failure). A transaction's batch (`transactional_id`) is appended as the
+        coordinator's (Kafka's AppendOrigin.Coordinator: no sequence checks)."""
         correlation_id = next(self._ids)
         self._appends[correlation_id] = done
-        batch = build_batch(records, 0)
         self.send(
             self.replica_manager,
             ProduceRequest(
@@ -405,6 +421,8 @@ class GroupCoordinatorActor(GroupAdminHandlers):
                 partitions=(
                     ProducePartition(topic=OFFSETS_TOPIC, partition=partition, records=batch),
                 ),
+                from_coordinator=transactional_id is not None,
+                transactional_id=transactional_id,
             ),
         )
 
@@ -413,11 +431,13 @@ class GroupCoordinatorActor(GroupAdminHandlers):
         done = self._appends.pop(response.correlation_id, None)
         if done is None:
             return
+        at = -1
         if isinstance(response, ProduceResponse) and response.partitions:
             error = response.partitions[0].error_code
+            at = response.partitions[0].base_offset if error is ErrorCode.NONE else -1
         else:
             error = getattr(response, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR)
-        self._apply(lambda: done(error))
+        self._apply(lambda: done(error, at))
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -427,7 +447,7 @@ class GroupCoordinatorActor(GroupAdminHandlers):
         self.core.active = False
         for correlation_id in list(self._appends):
             done = self._appends.pop(correlation_id)
-            self._apply(functools.partial(done, ErrorCode.NOT_LEADER_FOR_PARTITION))
+            self._apply(functools.partial(done, ErrorCode.NOT_LEADER_FOR_PARTITION, -1))
         self._answer_orphans(lambda _group: True)
         self.purgatories.shutdown()
         super().on_stop()

@@ -48,6 +48,7 @@ from kafkactor.actors.coordinator.results import (
     SyncOutcome,
     schedule_heartbeat,
 )
+from kafkactor.actors.coordinator.txn_offsets import TxnOffsetCommits
 from kafkactor.common import TopicPartition
 from kafkactor.messages.errors import ErrorCode
 
@@ -96,6 +97,7 @@ class GroupCoordinatorCore:
         # the partitions this broker was told of (None: every one, when all are owned)
         self.known_partitions: set[int] | None = None if owned_partitions is None else set()
         self.rebalancer = Rebalancer(self.config, member_id_suffix)
+        self.txn_offsets = TxnOffsetCommits()  # pending transactional offsets (txn_offset_commit)
 
     def partition_for(self, group_id: str) -> int:
         """The `__consumer_offsets` partition of a group."""
@@ -331,10 +333,14 @@ class GroupCoordinatorCore:
         )
 
     def complete_offset_write(
-        self, write: OffsetCommitWrite, error: ErrorCode = ErrorCode.NONE
+        self, write: OffsetCommitWrite, error: ErrorCode = ErrorCode.NONE, log_offset: int = -1
     ) -> dict[TopicPartition, ErrorCode]:
-        """The append of `write` completed with `error`: its offsets are committed (or dropped
-        from the pending ones). Returns the OffsetCommit's answer, partition by partition."""
+        """The append of `write` completed with `error` (at `log_offset`, -1: not known): its
+        offsets are committed (or dropped from the pending ones). Returns the OffsetCommit's
+        answer, partition by partition."""
+        if error is ErrorCode.NONE:
+            for tp in write.offsets:
+                self.txn_offsets.record_commit(write.group_id, tp, log_offset)
         return complete_offset_commit(self.groups.get(write.group_id), write, error)
 
     def handle_fetch_offsets(
@@ -352,8 +358,13 @@ class GroupCoordinatorCore:
             return error, {}
         group = self.groups.get(group_id)
         if group is None or group.state is GroupState.DEAD:
-            return ErrorCode.NONE, {tp: OffsetFetchPartition() for tp in partitions or ()}
-        return ErrorCode.NONE, fetch_offsets(group, partitions, require_stable=require_stable)
+            found = {tp: OffsetFetchPartition() for tp in partitions or ()}
+        else:
+            found = fetch_offsets(group, partitions, require_stable=require_stable)
+        for tp in [tp for tp in found if require_stable]:  # a transaction's offset pending
+            if self.txn_offsets.has_pending(group_id, tp):
+                found[tp] = OffsetFetchPartition(error=ErrorCode.UNSTABLE_OFFSET_COMMIT)
+        return ErrorCode.NONE, found
 
     def handle_delete_offsets(
         self, group_id: str, partitions: Iterable[TopicPartition], now_ms: int
@@ -474,6 +485,7 @@ class GroupCoordinatorCore:
         self.owned_partitions.discard(partition)
         self.loading_partitions.discard(partition)
         unloaded = []
+        self.txn_offsets.unload(lambda group_id: self.partition_for(group_id) == partition)
         for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
             unloaded.append(self.rebalancer.unload(self.groups.pop(group_id), now_ms))
         return unloaded

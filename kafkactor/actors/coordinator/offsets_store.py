@@ -33,6 +33,7 @@ from kafkactor.actors.coordinator.offsets_topic import (
     encode_value,
 )
 from kafkactor.actors.coordinator.results import GroupTombstones
+from kafkactor.actors.coordinator.txn_offsets import PendingTxnOffset
 from kafkactor.common import TopicPartition
 from kafkactor.storage import Record, StoredRecord
 
@@ -109,11 +110,15 @@ def tombstone_records(tombstones: GroupTombstones, now_ms: int) -> list[Record]:
 @dataclass(frozen=True, slots=True)
 class LoadedGroup:
     """One group found by a load: its last metadata record (None when it only committed
-    offsets, or its metadata was deleted) and its committed offsets."""
+    offsets, or its metadata was deleted), its committed offsets with the log offset each was
+    written at (`positions`), and the transactions' offsets still pending (by producer id:
+    their marker is not in the log yet)."""
 
     group_id: str
     snapshot: GroupMetadataSnapshot | None
     offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    positions: Mapping[TopicPartition, int] = field(default_factory=dict, compare=False)
+    pending: Mapping[int, Mapping[TopicPartition, PendingTxnOffset]] = field(default_factory=dict)
 
 
 @dataclass
@@ -129,8 +134,23 @@ class OffsetsReplay:
     records: int = 0
     skipped: int = 0
     corrupt: int = 0
+    positions: dict[str, dict[TopicPartition, int]] = field(default_factory=dict)
+    # a transaction's offset records, by producer id, until its marker: (group, partition) ->
+    pending: dict[int, dict[tuple[str, TopicPartition], PendingTxnOffset]] = field(
+        default_factory=dict
+    )
+    # while a transactional batch replays: its producer's pending records, its base offset
+    _txn: tuple[dict[tuple[str, TopicPartition], PendingTxnOffset], int] | None = field(
+        default=None, init=False, repr=False
+    )
 
-    def replay(self, records: Iterable[StoredRecord]) -> None:
+    def replay(self, records: Iterable[StoredRecord], *, producer_id: int | None = None) -> None:
+        """Replay one batch's records; `producer_id` names the producer of a transactional
+        batch, whose offset records stay pending until `replay_marker` of that producer."""
+        records = list(records)
+        self._txn = None
+        if producer_id is not None and records:
+            self._txn = (self.pending.setdefault(producer_id, {}), records[0].offset)
         for record in records:
             self.records += 1
             if record.key is None:
@@ -145,25 +165,43 @@ class OffsetsReplay:
                 self.corrupt += 1
                 continue
             if isinstance(key, OffsetKey):
-                self._offset(key, value if isinstance(value, OffsetValue) else None)
+                self._offset(key, value if isinstance(value, OffsetValue) else None, record.offset)
             else:
                 self._group(key, value if isinstance(value, GroupValue) else None)
 
-    def _offset(self, key: OffsetKey, value: OffsetValue | None) -> None:
+    def replay_marker(self, producer_id: int, committed: bool) -> None:
+        """The producer's transaction marker (Kafka's loader on a control batch): on COMMIT
+        its pending offsets become committed where no offset written later in the log is;
+        on ABORT (or any other control record) they are dropped."""
+        pending = self.pending.pop(producer_id, {})
+        if not committed:
+            return
+        for (group_id, tp), txn in pending.items():
+            positions = self.positions.setdefault(group_id, {})
+            offsets = self.offsets.setdefault(group_id, {})
+            written = positions.get(tp) if tp in offsets else None
+            if written is None or txn.log_offset is None or written < txn.log_offset:
+                offsets[tp] = txn.offset
+                if txn.log_offset is not None:
+                    positions[tp] = txn.log_offset
+
+    def _offset(self, key: OffsetKey, value: OffsetValue | None, log_offset: int) -> None:
         tp = TopicPartition(topic=key.topic, partition=key.partition)
+        if self._txn is not None:  # a transaction's record: pending for its producer
+            pending, batch_offset = self._txn
+            if value is None:
+                pending.pop((key.group, tp), None)
+            else:
+                pending[key.group, tp] = PendingTxnOffset(_offset_and_metadata(value), batch_offset)
+            return
         offsets = self.offsets.setdefault(key.group, {})
+        positions = self.positions.setdefault(key.group, {})
         if value is None:
             offsets.pop(tp, None)
+            positions.pop(tp, None)
             return
-        offsets[tp] = OffsetAndMetadata(
-            offset=value.offset,
-            leader_epoch=None if value.leader_epoch < 0 else value.leader_epoch,
-            metadata=value.metadata,
-            commit_timestamp_ms=value.commit_timestamp_ms,
-            expire_timestamp_ms=None
-            if value.expire_timestamp_ms < 0
-            else value.expire_timestamp_ms,
-        )
+        offsets[tp] = _offset_and_metadata(value)
+        positions[tp] = log_offset
 
     def _group(self, key: GroupKey, value: GroupValue | None) -> None:
         if value is None:  # the group was deleted: forget it (its offsets had tombstones)
@@ -182,13 +220,31 @@ class OffsetsReplay:
         )
 
     def loaded(self) -> list[LoadedGroup]:
-        """Every group with metadata or offsets left after the replay."""
-        names = dict.fromkeys([*self.groups, *self.offsets])
+        """Every group with metadata, offsets or a transaction's pending offsets left after
+        the replay."""
+        pending: dict[str, dict[int, dict[TopicPartition, PendingTxnOffset]]] = {}
+        for producer_id, records in self.pending.items():
+            for (group_id, tp), txn in records.items():
+                pending.setdefault(group_id, {}).setdefault(producer_id, {})[tp] = txn
+        names = dict.fromkeys([*self.groups, *self.offsets, *pending])
         found = []
         for name in names:
             snapshot = self.groups.get(name)
             offsets = self.offsets.get(name, {})
-            if snapshot is None and not offsets:
+            if snapshot is None and not offsets and not pending.get(name):
                 continue
-            found.append(LoadedGroup(name, snapshot, dict(offsets)))
+            positions = {tp: p for tp, p in self.positions.get(name, {}).items() if tp in offsets}
+            found.append(
+                LoadedGroup(name, snapshot, dict(offsets), positions, pending.get(name, {}))
+            )
         return found
+
+
+def _offset_and_metadata(value: OffsetValue) -> OffsetAndMetadata:
+    return OffsetAndMetadata(
+        offset=value.offset,
+        leader_epoch=None if value.leader_epoch < 0 else value.leader_epoch,
+        metadata=value.metadata,
+        commit_timestamp_ms=value.commit_timestamp_ms,
+        expire_timestamp_ms=None if value.expire_timestamp_ms < 0 else value.expire_timestamp_ms,
+    )
