@@ -88,6 +88,34 @@ def _pause(seconds: float) -> None:
     threading.Event().wait(max(0.0, seconds))
 
 
+def partition_healthy(
+    cluster: Cluster, topic: str, partition: int, at_least: dict[int, int]
+) -> bool:
+    """A live leader acts as one; the ISR in ZooKeeper is every replica; every replica is
+    alive, follows that leader in its epoch, and holds at least what the leader held when
+    this wait first saw it (so a restarted replica has fetched again)."""
+    leader = cluster.leader(topic, partition)
+    live = cluster.live_brokers()
+    if leader not in live:
+        return False
+    led = cluster.describe_partition(topic, partition, broker=leader)
+    if not led.is_leader:
+        return False
+    at_least.setdefault(partition, led.log_end_offset)
+    replicas = cluster.replicas(topic, partition)
+    if set(cluster.isr(topic, partition)) != set(replicas) or not set(replicas) <= set(live):
+        return False
+    for replica in replicas:
+        if replica == leader:
+            continue
+        follower = cluster.describe_partition(topic, partition, broker=replica)
+        if (follower.leader, follower.leader_epoch) != (leader, led.leader_epoch):
+            return False
+        if follower.log_end_offset < at_least[partition]:
+            return False
+    return True
+
+
 # -- applying a schedule -----------------------------------------------------------------------
 
 
@@ -284,32 +312,10 @@ class Nemesis:
     # -- health ----------------------------------------------------------------------------
 
     def _partition_healthy(self, partition: int, at_least: dict[int, int]) -> bool:
-        """A live leader acts as one; the ISR in ZooKeeper is every replica; every replica is
-        alive, follows that leader in its epoch, and holds at least what the leader held when
-        this wait first saw it (so a restarted replica has fetched again)."""
-        cluster, topic = self.cluster, self.topic
-        if not isinstance(cluster, Cluster):
+        """`partition_healthy` of the nemesis's topic."""
+        if not isinstance(self.cluster, Cluster):
             raise NotImplementedError("a Nemesis on another FaultTarget checks health itself")
-        leader = cluster.leader(topic, partition)
-        live = cluster.live_brokers()
-        if leader not in live:
-            return False
-        led = cluster.describe_partition(topic, partition, broker=leader)
-        if not led.is_leader:
-            return False
-        at_least.setdefault(partition, led.log_end_offset)
-        replicas = cluster.replicas(topic, partition)
-        if set(cluster.isr(topic, partition)) != set(replicas) or not set(replicas) <= set(live):
-            return False
-        for replica in replicas:
-            if replica == leader:
-                continue
-            follower = cluster.describe_partition(topic, partition, broker=replica)
-            if (follower.leader, follower.leader_epoch) != (leader, led.leader_epoch):
-                return False
-            if follower.log_end_offset < at_least[partition]:
-                return False
-        return True
+        return partition_healthy(self.cluster, self.topic, partition, at_least)
 
     def await_healthy(self, timeout_s: float | None = None) -> float | None:
         """Wait until every partition is healthy (`_partition_healthy`); the time it took, or
