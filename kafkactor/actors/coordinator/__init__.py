@@ -6,7 +6,8 @@
 - `group_coordinator`: `GroupCoordinatorCore`, the request handling as pure methods that
   return answers and `Effects` for an actor shell (`results`); `rebalance` holds its
   JoinGroup / SyncGroup / Heartbeat / LeaveGroup logic, `static_membership` KIP-345's
-  rejoins, `group_offsets` OffsetCommit and OffsetFetch
+  rejoins, `group_offsets` OffsetCommit and OffsetFetch, `txn_offset_commit` TxnOffsetCommit
+  and a transaction marker's completion of the pending offsets (`txn_offsets`)
 - `offsets_topic`: the `__consumer_offsets` topic's partitioning and record formats
 
 Nothing is imported here: import from the modules.
