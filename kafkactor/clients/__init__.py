@@ -3,12 +3,22 @@
 Errors carry Kafka's `ErrorCode`: a send's Future fails with `ProduceError`, `Consumer.poll`
 raises `ConsumerError`, a consumer group's refused commit `CommitFailedError`, and all are
 `ClientError`s (as a metadata lookup raises). A `Consumer` with a `group_id` is a member of a
-consumer group through its `ConsumerCoordinator`.
+consumer group through its `ConsumerCoordinator`. A `Producer` with a `transactional_id` runs
+transactions (`TransactionError`, `ProducerFencedError`, `TransactionStateError`); a `Consumer`
+with `isolation_level="read_committed"` reads only what committed transactions wrote.
 """
 
 from kafkactor.clients.consumer import Consumer, ConsumerRecord
 from kafkactor.clients.consumer_coordinator import ConsumerCoordinator
-from kafkactor.clients.errors import ClientError, CommitFailedError, ConsumerError, ProduceError
+from kafkactor.clients.errors import (
+    ClientError,
+    CommitFailedError,
+    ConsumerError,
+    ProduceError,
+    ProducerFencedError,
+    TransactionError,
+    TransactionStateError,
+)
 from kafkactor.clients.metadata import ClientMetadata
 from kafkactor.clients.producer import Producer, RecordMetadata
 
@@ -22,5 +32,8 @@ __all__ = [
     "ConsumerRecord",
     "ProduceError",
     "Producer",
+    "ProducerFencedError",
     "RecordMetadata",
+    "TransactionError",
+    "TransactionStateError",
 ]

@@ -13,6 +13,12 @@ from dataclasses import dataclass
 from typing import Any, overload
 
 from kafkactor.actors.runtime import Client, Directory, addresses
+from kafkactor.clients.completed_fetch import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    ConsumerRecord,
+    read_fetched,
+)
 from kafkactor.clients.consumer_coordinator import ConsumerCoordinator
 from kafkactor.clients.errors import ClientError, ConsumerError
 from kafkactor.clients.metadata import ClientMetadata
@@ -28,9 +34,10 @@ from kafkactor.messages.replication import (
     FetchRequest,
     FetchResponse,
 )
-from kafkactor.storage import StorageError, iter_batches
-from kafkactor.storage.records import Headers
+from kafkactor.storage import StorageError
 from kafkactor.timer import Clock, SystemClock
+
+__all__ = ["Consumer", "ConsumerRecord"]
 
 _names = itertools.count(1)
 
@@ -39,23 +46,7 @@ _names = itertools.count(1)
 _UNREACHABLE = frozenset(
     {ErrorCode.NETWORK_EXCEPTION, ErrorCode.BROKER_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT}
 )
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumerRecord:
-    """Kafka's `ConsumerRecord`: a record as a consumer sees it, with its offset."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp_ms: int
-    key: bytes | None
-    value: bytes | None
-    headers: Headers = ()
-
-    @property
-    def topic_partition(self) -> TopicPartition:
-        return TopicPartition(topic=self.topic, partition=self.partition)
+_ISOLATION_LEVELS = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +104,13 @@ class Consumer:
     `ConsumerCoordinator` does the rebalancing and the commits); `poll` returns empty while it
     rebalances. A partition starts at the group's committed offset, or by `auto_offset_reset`
     ("none": `poll` raises OFFSET_OUT_OF_RANGE until a `seek`).
+
+    **Isolation** (Kafka's `isolation.level`). "read_uncommitted" (the default) reads up to
+    the high watermark; "read_committed" fetches with isolation level 1, so leaders return
+    records only below the last stable offset (no transaction still open), and `poll` drops
+    the records of aborted transactions (from the fetch's aborted transactions and the ABORT
+    markers, as Kafka's Fetcher does). Transaction markers (control batches) are never
+    returned; the position moves past them.
     """
 
     def __init__(
@@ -136,11 +134,18 @@ class Consumer:
         enable_auto_commit: bool = True,
         auto_commit_interval_ms: int = 5_000,
         partition_assignment_strategy: Sequence[str] = ("range",),
+        isolation_level: str = "read_uncommitted",
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError(
                 f"auto_offset_reset must be earliest, latest or none: {auto_offset_reset}"
             )
+        if isolation_level not in _ISOLATION_LEVELS:
+            raise ValueError(
+                f"isolation_level must be read_uncommitted or read_committed: {isolation_level}"
+            )
+        self.isolation_level = isolation_level
+        self._isolation = _ISOLATION_LEVELS[isolation_level]
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
         self.max_partition_fetch_bytes = max_partition_fetch_bytes
@@ -370,6 +375,7 @@ class Consumer:
                 replica_id=CONSUMER_REPLICA_ID,
                 max_wait_ms=max_wait_ms,
                 min_bytes=self.min_bytes,
+                isolation_level=self._isolation,
                 partitions=tuple(
                     FetchPartition(
                         topic=tp.topic,
@@ -402,13 +408,13 @@ class Consumer:
                 self._failures.pop(tp, None)
                 self.high_watermarks[tp] = data.high_watermark
                 try:
-                    got = self._records(data, self._positions[tp])
+                    got = read_fetched(data, self._positions[tp], self._isolation)
                 except StorageError as error:  # Kafka: CorruptRecordException
                     errors.append(ConsumerError(ErrorCode.CORRUPT_MESSAGE, tp, str(error)))
                     continue
-                if got:
-                    self._positions[tp] = got[-1].offset + 1
-                records.extend(got)
+                if got.next_offset is not None and got.next_offset > self._positions[tp]:
+                    self._positions[tp] = got.next_offset  # past control and aborted batches
+                records.extend(got.records)
             elif code is ErrorCode.OFFSET_OUT_OF_RANGE:
                 self._reset(tp, data, errors)
             elif code in _UNREACHABLE:
@@ -426,25 +432,6 @@ class Consumer:
                 errors.append(ConsumerError(code, tp, "the leader refused the fetch"))
         return records
 
-    @staticmethod
-    def _records(data: FetchPartitionData, position: int) -> list[ConsumerRecord]:
-        out = []
-        for batch in iter_batches(data.records):  # records() checks the framing
-            for record in batch.records():
-                if record.offset >= position:
-                    out.append(
-                        ConsumerRecord(
-                            topic=data.topic,
-                            partition=data.partition,
-                            offset=record.offset,
-                            timestamp_ms=record.timestamp_ms,
-                            key=record.key,
-                            value=record.value,
-                            headers=record.headers,
-                        )
-                    )
-        return out
-
     def _reset(
         self, tp: TopicPartition, data: FetchPartitionData, errors: list[ConsumerError]
     ) -> None:
@@ -459,8 +446,11 @@ class Consumer:
                 )
             )
             return
+        latest = data.high_watermark
+        if self._isolation == READ_COMMITTED and data.last_stable_offset >= 0:
+            latest = data.last_stable_offset
         earliest = self.auto_offset_reset == "earliest"
-        self._positions[tp] = data.log_start_offset if earliest else data.high_watermark
+        self._positions[tp] = data.log_start_offset if earliest else latest
 
     def _reset_positions(self, deadline: float, errors: list[ConsumerError]) -> None:
         """Positions for partitions without one, by `auto_offset_reset` (ListOffsets)."""
@@ -469,7 +459,12 @@ class Consumer:
         if due:
             timeout_s = max(deadline - now, self.retry_backoff_ms / 1000)
             found, failed = reset_positions(
-                self.client, self.metadata, due, self.auto_offset_reset, timeout_s
+                self.client,
+                self.metadata,
+                due,
+                self.auto_offset_reset,
+                timeout_s,
+                isolation_level=self._isolation,
             )
             errors.extend(failed)
             for tp in due:

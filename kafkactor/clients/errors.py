@@ -4,7 +4,9 @@ Kafka's clients turn a failed request into an `ApiException` of the matching `Er
 (`NotEnoughReplicasException` for NOT_ENOUGH_REPLICAS, ...). Here that is a `ClientError`
 carrying the `ErrorCode` itself: `ProduceError` fails a send's Future, `ConsumerError` is
 raised by `Consumer.poll`, `CommitFailedError` by a consumer group's commit, and `ClientError`
-itself by a metadata lookup (`partitions_for`).
+itself by a metadata lookup (`partitions_for`). A transactional producer's methods raise
+`TransactionError` (`ProducerFencedError` once another producer took its transactional id) and,
+for a call in the wrong state, `TransactionStateError`.
 """
 
 from __future__ import annotations
@@ -14,7 +16,15 @@ from typing import Any
 from kafkactor.common import TopicPartition
 from kafkactor.messages import ErrorCode
 
-__all__ = ["ClientError", "CommitFailedError", "ConsumerError", "ProduceError"]
+__all__ = [
+    "ClientError",
+    "CommitFailedError",
+    "ConsumerError",
+    "ProduceError",
+    "ProducerFencedError",
+    "TransactionError",
+    "TransactionStateError",
+]
 
 
 class ClientError(Exception):
@@ -110,4 +120,49 @@ class CommitFailedError(ClientError):
     (the member was removed, or the generation moved on), or REBALANCE_IN_PROGRESS (the group
     is rebalancing). The consumer rejoins on its next `poll`; a commit can succeed again once
     it holds an assignment of the new generation.
+    """
+
+
+class TransactionError(ClientError):
+    """A transactional producer's method failed (Kafka's `KafkaException` from
+    `initTransactions`, `sendOffsetsToTransaction`, `commitTransaction`, ...), with the error
+    code that caused it: the coordinator's answer, a failed send's code, or REQUEST_TIMED_OUT
+    when the call's timeout passed first (Kafka's `TimeoutException`: calling the method again
+    resumes it).
+
+    `abortable` says what the producer can still do, as Kafka's `ABORTABLE_ERROR` and
+    `FATAL_ERROR` states do: an abortable error (a send of the transaction failed, the group
+    refused the offsets) leaves `abort_transaction` to call, then a new transaction may begin;
+    a fatal one (fenced, an invalid transaction state) leaves only `close`.
+    """
+
+    def __init__(self, error_code: ErrorCode, reason: str = "", abortable: bool = False) -> None:
+        self.abortable = abortable
+        super().__init__(error_code, reason)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.error_code, self.reason, self.abortable))
+
+
+class ProducerFencedError(TransactionError):
+    """Kafka's `ProducerFencedException`: another producer initialized the same
+    transactional id with a newer epoch (or the coordinator aborted this producer's timed-out
+    transaction and bumped the epoch), so this one may never write in its name again. Fatal:
+    every later transactional call raises it; only `close` is left.
+    """
+
+    def __init__(self, error_code: ErrorCode = ErrorCode.PRODUCER_FENCED, reason: str = "") -> None:
+        super().__init__(error_code, reason, abortable=False)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.error_code, self.reason))
+
+
+class TransactionStateError(RuntimeError):
+    """A transactional method called in a state that does not allow it: Kafka's
+    `IllegalStateException` / `KafkaException` "Invalid transition attempted from state X to
+    state Y" (`begin_transaction` twice, `commit_transaction` with no transaction, a send
+    before `init_transactions` or outside a transaction, a transactional method on a producer
+    without a `transactional_id`). A programming error, raised at once; the producer's state is
+    unchanged.
     """

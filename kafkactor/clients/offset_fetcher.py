@@ -30,9 +30,12 @@ def list_offsets(
     partitions: Sequence[TopicPartition],
     strategy: str,
     timeout_s: float,
+    *,
+    isolation_level: int = 0,
 ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, ClientError]]:
     """Kafka's `resetPositionsIfNeeded`: one ListOffsets per leader, for the log start offset
-    (`strategy` "earliest") or the high watermark ("latest"), waited for `timeout_s` at most.
+    (`strategy` "earliest") or the high watermark ("latest"; the last stable offset with
+    `isolation_level` 1, read_committed), waited for `timeout_s` at most.
 
     Returns the offsets the leaders gave, and the partitions whose leader lookup failed, with
     why. A partition in neither (no leader yet, an error, a leader that moved or did not
@@ -48,7 +51,8 @@ def list_offsets(
             continue
         if leader >= 0:
             by_leader.setdefault(leader, []).append(tp)
-    return _ask_leaders(client, by_leader, RESET_TIMESTAMPS[strategy], timeout_s), failed
+    timestamp = RESET_TIMESTAMPS[strategy]
+    return _ask_leaders(client, by_leader, timestamp, timeout_s, isolation_level), failed
 
 
 def reset_positions(
@@ -57,6 +61,8 @@ def reset_positions(
     partitions: Sequence[TopicPartition],
     strategy: str,
     timeout_s: float,
+    *,
+    isolation_level: int = 0,
 ) -> tuple[dict[TopicPartition, int], list[ConsumerError]]:
     """Positions for `partitions` by `strategy` (`auto_offset_reset`), and the errors `poll`
     raises: each partition with "none" (Kafka's NoOffsetForPartitionException; OFFSET_OUT_OF_
@@ -64,7 +70,9 @@ def reset_positions(
     if strategy == "none":
         reason = "no committed offset, and auto_offset_reset is none: seek first"
         return {}, [ConsumerError(ErrorCode.OFFSET_OUT_OF_RANGE, tp, reason) for tp in partitions]
-    found, failed = list_offsets(client, metadata, partitions, strategy, timeout_s)
+    found, failed = list_offsets(
+        client, metadata, partitions, strategy, timeout_s, isolation_level=isolation_level
+    )
     errors = [
         ConsumerError(error.error_code, tp, error.reason)
         for tp, error in failed.items()
@@ -78,6 +86,7 @@ def _ask_leaders(
     by_leader: Mapping[int, Sequence[TopicPartition]],
     timestamp: int,
     timeout_s: float,
+    isolation_level: int,
 ) -> dict[TopicPartition, int]:
     futures = {
         leader: client.request(
@@ -88,7 +97,8 @@ def _ask_leaders(
                         topic=tp.topic, partition=tp.partition, timestamp=timestamp
                     )
                     for tp in partitions
-                )
+                ),
+                isolation_level=isolation_level,
             ),
         )
         for leader, partitions in by_leader.items()

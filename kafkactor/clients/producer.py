@@ -5,16 +5,18 @@ from __future__ import annotations
 import itertools
 import threading
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from kafkactor.actors.runtime import Client, Directory, MailboxFullError, addresses
 from kafkactor.clients.buffer_pool import BufferPool
-from kafkactor.clients.errors import ClientError, ProduceError
+from kafkactor.clients.errors import ClientError, ProduceError, TransactionStateError
 from kafkactor.clients.metadata import ClientMetadata
 from kafkactor.clients.request_timeouts import Attempt, RequestTimeouts
+from kafkactor.clients.transaction_manager import TransactionManager
+from kafkactor.clients.txn_request_handler import Deadline
 from kafkactor.common import TopicPartition
 from kafkactor.messages import ErrorCode, ErrorResponse
 from kafkactor.messages.replication import ProducePartition, ProduceRequest, ProduceResponse
@@ -76,6 +78,7 @@ class _PendingBatch:
     timestamps: list[int]
     result: Future[list[RecordMetadata]]
     retries_left: int
+    sequence: int | None = None  # a transactional producer's, given when first sent
 
 
 RecordLike = bytes | Record
@@ -114,6 +117,18 @@ class Producer:
     (MESSAGE_TOO_LARGE); one blocked when the producer closes fails with NETWORK_EXCEPTION.
     A send also waits, up to `max_block_ms`, while the leader's replica manager has a full
     mailbox (`Directory.edge_mailbox_limit`); past that it fails with REQUEST_TIMED_OUT.
+
+    **Transactions** (KIP-98). With a `transactional_id` the producer is transactional and
+    idempotent (a `TransactionManager`): `init_transactions()` once, then per transaction
+    `begin_transaction()`, sends, `send_offsets_to_transaction(offsets, group_id)` and
+    `commit_transaction()` or `abort_transaction()`, each blocking for at most its `timeout_ms`
+    (default `max_block_ms`). Its batches carry the producer id, epoch, per-partition sequences
+    and the transactional bit; acks must be all (-1, the default then) and retries are
+    unbounded unless given (Kafka's idempotence). A send outside a transaction raises
+    `TransactionStateError`; after a failed send of the transaction the next transactional call
+    raises `TransactionError` until `abort_transaction`; once fenced by a newer producer of the
+    same id, `ProducerFencedError`. `transaction_timeout_ms` (Kafka's transaction.timeout.ms,
+    60 s) is how long the coordinator lets a transaction stay open before aborting it.
     """
 
     def __init__(
@@ -121,9 +136,9 @@ class Producer:
         directory: Directory,
         bootstrap: Callable[[], Sequence[int]],
         *,
-        acks: int = 1,
+        acks: int | None = None,
         timeout_ms: int = 30_000,
-        retries: int = 0,
+        retries: int | None = None,
         retry_backoff_ms: int = 100,
         max_block_ms: int = 5_000,
         max_request_size: int = 1024 * 1024,
@@ -131,12 +146,23 @@ class Producer:
         buffer_memory: int = 32 * 1024 * 1024,
         name: str | None = None,
         clock: Clock | None = None,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60_000,
     ) -> None:
         if buffer_memory <= 0:
             raise ValueError(f"buffer_memory must be > 0, got {buffer_memory}")
-        self.acks = acks  # not checked here: the broker refuses a bad one (INVALID_REQUIRED_ACKS)
+        transactional = transactional_id is not None
+        if transactional and acks not in (None, -1):  # Kafka's ConfigException
+            raise ValueError(
+                "Must set acks to all in order to use the idempotent producer. Otherwise we "
+                "cannot guarantee idempotence."
+            )
+        if transactional and retries == 0:
+            raise ValueError("Must set retries to non-zero when using the idempotent producer.")
+        # acks is not checked here: the broker refuses a bad one (INVALID_REQUIRED_ACKS)
+        self.acks = acks if acks is not None else (-1 if transactional else 1)
         self.timeout_ms = timeout_ms
-        self.retries = retries
+        self.retries = retries if retries is not None else (2**31 - 1 if transactional else 0)
         self._sent_topics: set[str] = set()  # topics whose metadata this producer has had
         self.retry_backoff_ms = retry_backoff_ms
         self.max_request_size = max_request_size
@@ -152,10 +178,72 @@ class Producer:
         self._sender = ThreadPoolExecutor(1, thread_name_prefix=f"{self.client.address}-sender")
         self._timeouts = RequestTimeouts(f"{self.client.address}-timeouts")
         self._closed = threading.Event()
+        self.transactions: TransactionManager | None = None
+        if transactional_id is not None:
+            self.transactions = TransactionManager(
+                self.client,
+                self.metadata,
+                transactional_id,
+                transaction_timeout_ms=transaction_timeout_ms,
+                retry_backoff_ms=retry_backoff_ms,
+                request_timeout_ms=request_timeout_ms,
+                closed=self._closed,
+            )
 
     @property
     def address(self) -> str:
         return self.client.address
+
+    # -- transactions (Kafka's KafkaProducer transactional methods) --------------------------
+
+    def init_transactions(self, timeout_ms: int | None = None) -> None:
+        """Get the producer id and epoch of the transactional id (fencing older producers of
+        it, whose open transaction is aborted). Once, before the first transaction."""
+        self._transactional().init_transactions(self._deadline(timeout_ms))
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: the sends until commit or abort belong to it."""
+        self._transactional().begin_transaction()
+
+    def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, int],
+        group_id: str,
+        timeout_ms: int | None = None,
+        *,
+        generation_id: int = -1,
+        member_id: str = "",
+    ) -> None:
+        """Commit a consumer group's `offsets` (the next offset to read, per partition) with
+        the transaction: visible to the group when it commits, dropped when it aborts."""
+        self._transactional().send_offsets_to_transaction(
+            offsets,
+            group_id,
+            self._deadline(timeout_ms),
+            generation_id=generation_id,
+            member_id=member_id,
+        )
+
+    def commit_transaction(self, timeout_ms: int | None = None) -> None:
+        """Wait for the transaction's sends, then commit it (EndTxn)."""
+        self._transactional().commit_transaction(self._deadline(timeout_ms))
+
+    def abort_transaction(self, timeout_ms: int | None = None) -> None:
+        """Wait for the transaction's sends, then abort it: read_committed consumers never
+        see its records, and its offsets are not committed."""
+        self._transactional().abort_transaction(self._deadline(timeout_ms))
+
+    def _transactional(self) -> TransactionManager:
+        if self._closed.is_set():
+            raise RuntimeError("the producer is closed")
+        if self.transactions is None:  # Kafka: IllegalStateException
+            raise TransactionStateError(
+                "Transactional method invoked on a non-transactional producer."
+            )
+        return self.transactions
+
+    def _deadline(self, timeout_ms: int | None) -> Deadline:
+        return Deadline(self.max_block_ms if timeout_ms is None else timeout_ms)
 
     def partitions_for(self, topic: str) -> list[int]:
         """The topic's partitions; raises `ClientError` (UNKNOWN_TOPIC_OR_PARTITION, ...)."""
@@ -213,6 +301,8 @@ class Producer:
                 raise TypeError(f"partition must be an int or None, not {partition!r}")
             if partition < 0:
                 raise ValueError(f"partition must be >= 0, got {partition}")
+        if self.transactions is not None:
+            self.transactions.check_send()
 
     def _send(
         self,
@@ -257,6 +347,8 @@ class Producer:
             batch.result.set_exception(ProduceError(code, topic, partition, reason))
         else:
             batch.result.add_done_callback(lambda _: self._buffer.release(size))
+            if self.transactions is not None:
+                self.transactions.track(batch, batch.result)
             self._attempt(batch)
         return batch.result
 
@@ -288,11 +380,23 @@ class Producer:
         if leader < 0:
             self._failed(batch, ErrorCode.LEADER_NOT_AVAILABLE, "the partition has no leader")
             return
-        topic = batch.topic
+        topic, transactions = batch.topic, self.transactions
+        if transactions is not None and batch.sequence is None:  # its first time out
+            try:
+                batch.data, batch.sequence = transactions.prepare_batch(
+                    TopicPartition(topic=topic, partition=partition),
+                    batch.data,
+                    len(batch.timestamps),
+                    self._deadline(None),
+                )
+            except ClientError as error:
+                self._failed(batch, error.error_code, error.reason, retry=False)
+                return
         request = ProduceRequest(
             acks=self.acks,
             timeout_ms=self.timeout_ms,
             partitions=(ProducePartition(topic=topic, partition=partition, records=batch.data),),
+            transactional_id=None if transactions is None else transactions.transactional_id,
         )
         if self.acks == 0:
             try:
@@ -346,7 +450,13 @@ class Producer:
         error = ProduceError(code, batch.topic, batch.partition, reason)
         if code in RETRIABLE:
             self.metadata.mark_stale(batch.topic)  # the next send asks where the leader is
-        retry = retry and code in RETRIABLE and batch.retries_left > 0
+        transactions = self.transactions
+        if transactions is not None:  # a batch that overtook another is sent again; none
+            retriable = code in RETRIABLE or transactions.may_retry(batch, code)  # aborting
+            retry = retry and retriable and not transactions.aborting
+        else:
+            retry = retry and code in RETRIABLE
+        retry = retry and batch.retries_left > 0
         if not retry or self._closed.is_set():
             batch.result.set_exception(error)
             return
