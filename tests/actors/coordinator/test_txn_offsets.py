@@ -129,6 +129,34 @@ def test_a_marker_completes_only_its_producers_offsets() -> None:
     assert committed(shell) == {TP: 1, tp("orders", 1): 2}
 
 
+def test_a_marker_on_another_offsets_partition_completes_nothing() -> None:
+    """Kafka's testFetchTxnOffsetsIgnoreSpuriousCommit."""
+    shell = Shell()
+    txn_commit(shell, {TP: 42})
+    other = (shell.core.partition_for(GROUP) + 1) % shell.core.config.offsets_topic_partitions
+    assert handle_txn_completion(shell.core, PID, other, True, shell.now) == []
+    assert stable_errors(shell, TP) == {TP: ErrorCode.UNSTABLE_OFFSET_COMMIT}
+
+
+def test_one_producers_marker_completes_only_the_groups_of_its_partition() -> None:
+    """One transaction commits offsets of two groups in two partitions of __consumer_offsets:
+    each partition's marker completes its own group."""
+    shell = Shell()
+    partitions = shell.core.config.offsets_topic_partitions
+    names = (f"group-{n}" for n in range(1000))
+    second = next(
+        g for g in names if shell.core.partition_for(g) != shell.core.partition_for(GROUP)
+    )
+    assert partitions > 1
+    txn_commit(shell, {TP: 1})
+    txn_commit(shell, {TP: 2}, group_id=second, at=11)
+    assert complete(shell, True, group_id=second) == [second]
+    assert committed(shell, TP, group_id=second) == {TP: 2}
+    assert committed(shell, TP) == {}
+    assert complete(shell, True) == [GROUP]
+    assert committed(shell, TP) == {TP: 1}
+
+
 def test_a_plain_commit_written_after_the_transactions_record_wins() -> None:
     """Kafka orders the two by their offsets in __consumer_offsets: the transaction's record
     at 10, a plain commit at 12, then the marker: the plain commit stays."""
