@@ -6,9 +6,10 @@ Markdown report and PNG plots; docs/analytics.md describes each table and number
 
 Modules, one job each: `schema` (the Spark schema of one line), `session` (the SparkSession),
 `inputs` (files, directories, globs), `load` (reading, corrupt lines, the cache), `tables`
-(one DataFrame transform per table), `digest` (reading the tables back, key numbers),
-`report` (Markdown), `plots` (matplotlib PNGs), `progress` (the stderr progress line) and
-`pipeline` (`analyze` itself).
+(one DataFrame transform per table), `transactions` (the transaction tables), `digest`
+(reading the tables back, key numbers), `report` (Markdown; `markdown` its pieces,
+`txn_report` its transactions section), `plots` (matplotlib PNGs), `progress` (the stderr
+progress line) and `pipeline` (`analyze` itself).
 
 PySpark and matplotlib are the `analytics` extra (`pip install 'kafkactor[analytics]'`): the
 rest of kafkactor never imports this package, and importing it without them raises

@@ -17,12 +17,15 @@ from pyspark.sql import functions as sf
 
 from kafkactor.analytics.load import LogCounts
 from kafkactor.analytics.tables import TIMELINE_EVENTS
+from kafkactor.analytics.transactions import transaction_summary
 
 WHOLE_TABLES = (
     "event_counts",
     "latency",
     "api_requests",
     "purgatory_timeline",
+    "transactions",
+    "txn_rate",
     "timer_lateness",
     "hw_lag",
     "mailbox_delay",
@@ -213,6 +216,7 @@ def summary(digest: Digest) -> dict[str, Any]:
         "latency": [_latency_key(row) for row in rows.get("latency", [])],
         "network": _network(digest),
         "purgatory": _purgatory_totals(rows.get("purgatory_timeline", [])),
+        "transactions": transaction_summary(rows.get("transactions", [])),
         "timer_lateness": (
             {
                 "expired": sum(int(r["count"]) for r in timer),

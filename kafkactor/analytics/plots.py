@@ -19,7 +19,14 @@ from matplotlib.figure import Figure
 
 from kafkactor.analytics.digest import Digest
 
-PLOT_NAMES = ("latency", "purgatory", "mailbox_delay", "trace_hops", "timer_lateness")
+PLOT_NAMES = (
+    "latency",
+    "purgatory",
+    "transactions",
+    "mailbox_delay",
+    "trace_hops",
+    "timer_lateness",
+)
 """Every plot that can be drawn: `<out>/plots/<name>.png`."""
 
 _DPI = 110
@@ -112,6 +119,34 @@ def purgatory_plot(digest: Digest, path: Path) -> Path | None:
     return _save(figure, path)
 
 
+def transactions_plot(digest: Digest, path: Path) -> Path | None:
+    """Per second: transactions committed and aborted, and the commit latency p50 / p99."""
+    windows = digest.rows.get("txn_rate", [])
+    if not windows:
+        return None
+    start = min(int(w["window_start_ms"]) for w in windows)
+    ordered = sorted(windows, key=lambda w: int(w["window_start_ms"]))
+    seconds = [(int(w["window_start_ms"]) - start) / 1000 for w in ordered]
+    figure = Figure(figsize=(10, 6.5), layout="constrained")
+    rate = figure.add_subplot(2, 1, 1)
+    for column in ("committed", "aborted"):
+        rate.plot(seconds, [_number(w[column]) for w in ordered], marker=".", label=column)
+    rate.set_title("transactions completed per second (txn.completed)")
+    rate.legend(fontsize="small")
+    rate.grid(alpha=0.3)
+    latency = figure.add_subplot(2, 1, 2, sharex=rate)
+    for name in ("p50", "p99"):
+        points = [(s, w[f"commit_{name}_ms"]) for s, w in zip(seconds, ordered, strict=True)]
+        shown = [(s, float(v)) for s, v in points if v is not None]
+        latency.plot([p[0] for p in shown], [p[1] for p in shown], marker=".", label=name)
+    latency.set_title("commit latency per second (duration_ms of committed transactions)")
+    latency.set_ylabel("ms")
+    latency.set_xlabel("seconds since the first completed transaction")
+    latency.legend(fontsize="small")
+    latency.grid(alpha=0.3)
+    return _save(figure, path)
+
+
 def mailbox_plot(digest: Digest, path: Path) -> Path | None:
     """Mean, p50 and p99 mailbox delay per actor type."""
     rows = digest.rows.get("mailbox_delay", [])
@@ -169,6 +204,7 @@ def timer_plot(digest: Digest, path: Path) -> Path | None:
 _DRAWERS: dict[str, Callable[[Digest, Path], Path | None]] = {
     "latency": latency_plot,
     "purgatory": purgatory_plot,
+    "transactions": transactions_plot,
     "mailbox_delay": mailbox_plot,
     "trace_hops": hops_plot,
     "timer_lateness": timer_plot,

@@ -2,64 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from kafkactor.analytics.digest import CORRUPT_SAMPLES, LISTED_ROWS, TIMELINE_ROWS, Digest
-
-NONE_HERE = "none in this log"
-
-
-def _format(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        return f"{value:,.2f}" if abs(value) < 10 else f"{value:,.1f}"
-    return str(value)
-
-
-def _cell(value: Any) -> str:
-    return _format(value).replace("|", "\\|").replace("\n", " ")
-
-
-def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """A Markdown table; numbers right-aligned, text left."""
-    body = [list(row) for row in rows]
-    align = [
-        "---:"
-        if body and all(isinstance(r[i], int | float) or r[i] is None for r in body)
-        else "---"
-        for i in range(len(headers))
-    ]
-    lines = [
-        "| " + " | ".join(headers) + " |",
-        "|" + "|".join(align) + "|",
-        *("| " + " | ".join(_cell(value) for value in row) + " |" for row in body),
-    ]
-    return "\n".join(lines)
-
-
-def _time(ts_ms: int | None) -> str:
-    if ts_ms is None:
-        return "-"
-    return datetime.fromtimestamp(ts_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-
-
-def _plot(plots: Mapping[str, Path], name: str, out_dir: Path, caption: str) -> list[str]:
-    path = plots.get(name)
-    if path is None:
-        return []
-    return ["", f"![{caption}]({path.relative_to(out_dir).as_posix()})"]
-
-
-def _section(title: str, table: str, lines: list[str]) -> list[str]:
-    return ["", f"## {title}", "", f"Table `{table}.parquet`.", "", *lines]
+from kafkactor.analytics.markdown import NONE_HERE, markdown_table
+from kafkactor.analytics.markdown import format_value as _format
+from kafkactor.analytics.markdown import plot_link as _plot
+from kafkactor.analytics.markdown import section as _section
+from kafkactor.analytics.markdown import utc_time as _time
+from kafkactor.analytics.txn_report import transactions_line, transactions_section
 
 
 def _overview(digest: Digest) -> list[str]:
@@ -345,6 +298,7 @@ def render_report(digest: Digest, plots: Mapping[str, Path], out_dir: Path) -> s
     lines += _section("Wire requests by client", "client_requests", _client_requests(digest))
     lines += _section("Bad requests", "bad_requests", _bad_requests(digest))
     lines += _section("Purgatories", "purgatory_timeline", _purgatories(digest, plots, out_dir))
+    lines += _section("Transactions", "transactions", transactions_section(digest, plots, out_dir))
     lines += _section("Timer lateness", "timer_lateness", _timer(digest, plots, out_dir))
     lines += _section("High-watermark lag", "hw_lag", _hw_lag(digest))
     lines += _section("Timeline", "timeline", _timeline(digest))
@@ -409,6 +363,7 @@ def summary_lines(summary: Mapping[str, Any]) -> list[str]:
             f"{totals['completed']:,}, expired {totals['expired']:,}, purged "
             f"{totals['purged']:,}, peak waiting {totals['peak_delayed']:,}"
         )
+    lines.append(transactions_line(summary.get("transactions")))
     timer = summary["timer_lateness"]
     lines.append(
         f"timer lateness: {timer['expired']:,} expiries, worst broker p99 "

@@ -6,11 +6,13 @@ and the schema does not name are skipped, as docs/events.md asks of a reader.
 
 A Spark field has one type, and a value that does not fit it marks the whole line corrupt, so
 a field name must mean one type across every event type that has it (docs/events.md keeps
-them so). Two exceptions: `latency_ms` is whole milliseconds in `produce.response` and
+them so). The exceptions: `latency_ms` is whole milliseconds in `produce.response` and
 `fetch.response` and has a fraction in `network.response`, so it is read as a double (Spark
-reads a JSON integer into a double, never a fraction into a long); and `broker.registered`'s
-`session`, a 64-bit ZooKeeper session id that can exceed a signed long, is left out, so no
-such line is ever set aside.
+reads a JSON integer into a double, never a fraction into a long); `duration_ms` is read as a
+double too (whole milliseconds in `group.load` and `txn.completed`, so a fraction from a
+future writer would not set a line aside); and `broker.registered`'s `session`, a 64-bit
+ZooKeeper session id that can exceed a signed long, is left out, so no such line is ever set
+aside.
 """
 
 from __future__ import annotations
@@ -87,6 +89,13 @@ _FIELDS: tuple[tuple[str, DataType], ...] = (
     ("epoch", LongType()),
     # broker.start
     ("clean_shutdown", BooleanType()),
+    # txn.completed (the transaction coordinator)
+    ("transactional_id", StringType()),
+    ("producer_id", LongType()),
+    ("committed", BooleanType()),
+    ("cause", StringType()),  # purgatory.complete's too
+    ("duration_ms", DoubleType()),  # group.load's is whole milliseconds
+    ("partitions", IntegerType()),
 )
 
 EVENT_SCHEMA = StructType(

@@ -16,6 +16,7 @@ from pyspark.sql import functions as sf
 
 from kafkactor.analytics.load import FILE_COLUMN, SEQ_COLUMN, is_event
 from kafkactor.analytics.schema import CORRUPT_COLUMN, EVENT_COLUMNS
+from kafkactor.analytics.transactions import transactions, txn_rate
 
 TABLES: tuple[str, ...] = (
     "event_counts",
@@ -24,6 +25,8 @@ TABLES: tuple[str, ...] = (
     "client_requests",
     "bad_requests",
     "purgatory_timeline",
+    "transactions",
+    "txn_rate",
     "timer_lateness",
     "hw_lag",
     "timeline",
@@ -465,6 +468,8 @@ EVENT_TABLES: dict[str, Callable[[DataFrame], DataFrame]] = {
     "client_requests": client_requests,
     "bad_requests": bad_requests,
     "purgatory_timeline": purgatory_timeline,
+    "transactions": transactions,
+    "txn_rate": txn_rate,
     "timer_lateness": timer_lateness,
     "hw_lag": hw_lag,
     "timeline": timeline,

@@ -1,5 +1,5 @@
-"""Kafka's storage layer: record batches, offset and time indexes, segments, logs, checkpoints,
-LogManager."""
+"""Kafka's storage layer: record batches (transaction markers among them), offset, time and
+aborted-transaction indexes, segments, logs, checkpoints, LogManager."""
 
 from kafkactor.storage.checkpoint import CheckpointError, OffsetCheckpoint, TopicPartition
 from kafkactor.storage.compression import (
@@ -9,6 +9,12 @@ from kafkactor.storage.compression import (
     decompress,
 )
 from kafkactor.storage.config import LogConfig
+from kafkactor.storage.control_batch import (
+    ControlRecordType,
+    EndTransactionMarker,
+    build_control_batch,
+    end_txn_marker,
+)
 from kafkactor.storage.errors import (
     CorruptRecordError,
     InvalidAppendOffsetError,
@@ -17,6 +23,7 @@ from kafkactor.storage.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
     InvalidTimestampError,
+    InvalidTxnStateError,
     LogClosedError,
     LogStartOffsetOutOfRangeError,
     OffsetOutOfRangeError,
@@ -25,6 +32,7 @@ from kafkactor.storage.errors import (
     RecordTooLargeError,
     RecordValidationError,
     StorageError,
+    TransactionCoordinatorFencedError,
     TruncatedBatchError,
     UnknownProducerIdError,
     UnsupportedCompressionError,
@@ -94,6 +102,8 @@ from kafkactor.storage.time_index import (
     TimeIndex,
     TimestampOffset,
 )
+from kafkactor.storage.transaction_index import AbortedTxn, TransactionIndex
+from kafkactor.storage.transactions import AppendOrigin, CompletedTxn
 
 __all__ = [
     "CLEANER_OFFSET_CHECKPOINT",
@@ -119,13 +129,18 @@ __all__ = [
     "SWAP_STEPS",
     "UNDEFINED_EPOCH",
     "UNDEFINED_EPOCH_OFFSET",
+    "AbortedTxn",
+    "AppendOrigin",
     "BytesLike",
     "CheckpointError",
     "CleanerStats",
+    "CompletedTxn",
     "CompressionType",
+    "ControlRecordType",
     "CorruptIndexError",
     "CorruptRecordError",
     "DataDirectoryInUseError",
+    "EndTransactionMarker",
     "EpochEntry",
     "IndexFullError",
     "IndexOffsetError",
@@ -136,6 +151,7 @@ __all__ = [
     "InvalidProducerEpochError",
     "InvalidRecordError",
     "InvalidTimestampError",
+    "InvalidTxnStateError",
     "LeaderEpochCache",
     "LeaderEpochCheckpoint",
     "Log",
@@ -171,14 +187,18 @@ __all__ = [
     "TimestampOffset",
     "TimestampType",
     "TopicPartition",
+    "TransactionCoordinatorFencedError",
+    "TransactionIndex",
     "TruncatedBatchError",
     "UnknownProducerIdError",
     "UnsupportedCompressionError",
     "batch_size_at",
     "build_batch",
+    "build_control_batch",
     "build_value_batch",
     "compress",
     "decompress",
+    "end_txn_marker",
     "iter_batches",
     "parse_base_offset",
     "parse_topic_partition",

@@ -21,6 +21,7 @@ __all__ = [
     "InvalidProducerEpochError",
     "InvalidRecordError",
     "InvalidTimestampError",
+    "InvalidTxnStateError",
     "LogClosedError",
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
@@ -29,6 +30,7 @@ __all__ = [
     "RecordTooLargeError",
     "RecordValidationError",
     "StorageError",
+    "TransactionCoordinatorFencedError",
     "TruncatedBatchError",
     "UnknownProducerIdError",
     "UnsupportedCompressionError",
@@ -168,6 +170,17 @@ class UnknownProducerIdError(OutOfOrderSequenceError):
 
 class InvalidProducerEpochError(ProducerStateError):
     """A batch from an older epoch of a producer: a fenced zombie (INVALID_PRODUCER_EPOCH, 47)."""
+
+
+class TransactionCoordinatorFencedError(ProducerStateError):
+    """A transaction marker written by a coordinator whose epoch is older than the one that
+    wrote the producer's last marker here: a zombie coordinator (Kafka's
+    ``TransactionCoordinatorFencedException``, TRANSACTION_COORDINATOR_FENCED 52)."""
+
+
+class InvalidTxnStateError(ProducerStateError):
+    """A non-transactional batch from a producer whose transaction is open in this partition
+    (Kafka's ``InvalidTxnStateException``, INVALID_TXN_STATE 48)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,12 +38,8 @@ from kafkactor.storage.log_validator import (
     validate_records,
 )
 from kafkactor.storage.partition_metadata import PartitionMetadataFile
-from kafkactor.storage.producer_state import (
-    DuplicateBatch,
-    ProducerStateManager,
-    StoredProducerBatch,
-    read_producer_batches,
-)
+from kafkactor.storage.producer_batches import StoredProducerBatch, read_producer_batches
+from kafkactor.storage.producer_state import DuplicateBatch, ProducerStateManager
 from kafkactor.storage.record_batch import (
     RecordBatch,
     iter_batches,
@@ -59,6 +55,8 @@ from kafkactor.storage.records import (
 )
 from kafkactor.storage.segment import BatchHeader, LogSegment
 from kafkactor.storage.time_index import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, OffsetAndTimestamp
+from kafkactor.storage.transaction_index import collect_aborted_transactions
+from kafkactor.storage.transactions import AppendOrigin, CompletedTxn
 from kafkactor.timer import Clock, Scheduler, SystemClock
 
 _log = tracing.get_logger("kafkactor.storage")
@@ -280,6 +278,7 @@ class Log:
                 return False
             self._log_start_offset = offset
             self._epochs.truncate_from_start(offset)
+            self._producers.on_log_start_offset(offset)
             _log.info(
                 "log.start_offset_incremented",
                 dir=str(self.dir),
@@ -303,7 +302,11 @@ class Log:
     # -- appends -------------------------------------------------------------------------------
 
     def append_as_leader(
-        self, records: Sequence[Record] | BytesLike, leader_epoch: int
+        self,
+        records: Sequence[Record] | BytesLike,
+        leader_epoch: int,
+        *,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> LogAppendInfo:
         """Append records as the partition leader, assigning offsets from the log end.
 
@@ -311,7 +314,8 @@ class Log:
         batches from a producer (validated, then re-stamped with offsets and the leader epoch).
         Batches of an idempotent producer are checked against the producer state first
         (`ProducerStateManager.validate_leader_append`): a retry of a batch already in the log
-        is answered with its offsets (`LogAppendInfo.duplicate`) and nothing is written.
+        is answered with its offsets (`LogAppendInfo.duplicate`) and nothing is written. Only
+        `origin=AppendOrigin.COORDINATOR` may append transaction markers (control batches).
         """
         with self._lock:
             self._check_open()
@@ -324,11 +328,17 @@ class Log:
                 # The write then restamps each batch's first 16 bytes and sends the rest of
                 # the producer's bytes as they came: no copy of the records.
                 batches = self._validated(records, deep=True)
-                validate_batches(batches, str(self.topic_partition), config, now)
+                validate_batches(
+                    batches,
+                    str(self.topic_partition),
+                    config,
+                    now,
+                    from_client=origin is AppendOrigin.CLIENT,
+                )
                 codec = target_codec(config)
                 if codec is not None:
                     batches = [recompressed(batch, codec) or batch for batch in batches]
-                duplicate = self._producers.validate_leader_append(batches)
+                duplicate = self._producers.validate_leader_append(batches, origin)
                 if duplicate is not None:
                     return _duplicate_append(duplicate, batches, config.log_append_time)
                 if config.log_append_time:
@@ -346,7 +356,9 @@ class Log:
                 stamped = None if append_time == NO_TIMESTAMP else append_time
                 for batch in batches:  # their views still hold the producer's base offsets
                     last = offset + batch.last_offset_delta
-                    self._producers.update(batch, offset, last, stamped)
+                    completed = self._producers.update(batch, offset, last, stamped)
+                    if completed is not None:
+                        self._index_completed(completed)
                     offset = last + 1
                 return info
             if not records:
@@ -378,7 +390,8 @@ class Log:
         """Append a leader's batches as they are; their offsets must start at or past the LEO.
 
         The leader epoch cache learns each epoch newer than its latest from the batches, and the
-        producer state takes the idempotent producers' batches, unvalidated.
+        producer state takes the idempotent producers' batches and the transaction markers,
+        unvalidated (an aborted transaction is indexed as the leader did).
         """
         with self._lock:
             self._check_open()
@@ -400,8 +413,14 @@ class Log:
                 None,
                 append_time=NO_TIMESTAMP,
             )
-            self._producers.update_from_batches(batches)
+            for completed in self._producers.update_from_batches(batches):
+                self._index_completed(completed)
             return info
+
+    def _index_completed(self, completed: CompletedTxn) -> None:
+        """An aborted transaction's marker was just appended: index it in its segment."""
+        if completed.is_aborted:
+            self._active.txn_index.append(completed.aborted_txn())
 
     def _validated(self, records: BytesLike, *, deep: bool) -> list[RecordBatch]:
         batches = list(iter_batches(records, deep=deep))
@@ -725,6 +744,7 @@ class Log:
             if deleted:
                 self._log_start_offset = max(self._log_start_offset, self._bases[0])
                 self._epochs.truncate_from_start(self._log_start_offset)
+                self._producers.on_log_start_offset(self._log_start_offset)
                 _log.info(
                     "log.retention",
                     dir=str(self.dir),
@@ -861,6 +881,44 @@ class Log:
     def producer_state(self) -> ProducerStateManager:
         """The idempotent producers' state (for inspection; do not mutate)."""
         return self._producers
+
+    # -- transactions (the producer state's open transactions, the segments' .txnindex) --------
+
+    def on_high_watermark(self, high_watermark: int) -> None:
+        """The partition's high watermark is now `high_watermark` (call it whenever it moves,
+        and when the partition learns it): transactions completed below it become stable."""
+        with self._lock:
+            self._producers.on_high_watermark(high_watermark)
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest transaction that is open or whose marker the HW
+        has not passed, at least the log start (Kafka's firstUnstableOffset); None if none."""
+        if self._producers.transactions.is_empty:  # the common case, without the lock
+            return None
+        with self._lock:
+            first = self._producers.first_unstable_offset
+            return None if first is None else max(first, self._log_start_offset)
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The LSO (Kafka's lastStableOffset): the first unstable offset when it is below
+        `high_watermark`, else the high watermark. read_committed consumers read below it."""
+        first = self.first_unstable_offset
+        return high_watermark if first is None or first >= high_watermark else first
+
+    def collect_aborted_transactions(
+        self, start_offset: int, upper_bound_offset: int
+    ) -> list[tuple[int, int]]:
+        """`(producer id, first offset)` of the aborted transactions overlapping
+        [start_offset, upper_bound_offset), from the `.txnindex` of the segment holding
+        `start_offset` on: what a read_committed fetch answers (Kafka's
+        collectAbortedTransactions)."""
+        with self._lock:
+            self._check_open()
+            first = max(self._log_segments.floor_index(start_offset), 0)
+            indexes = [self._segments[base].txn_index for base in self._bases[first:]]
+            found = collect_aborted_transactions(indexes, start_offset, upper_bound_offset)
+        return [(txn.producer_id, txn.first_offset) for txn in found]
 
     def _stored_producer_batches(self) -> list[StoredProducerBatch]:
         return [

@@ -12,9 +12,12 @@ Loading a log directory, as Kafka's ``LogLoader.load`` does:
   removed);
 - load the leader epoch cache from ``leader-epoch-checkpoint`` (rebuilt from the batch headers
   when that file is missing or corrupt) and cut it to the offsets the log holds;
-- rebuild the idempotent producers' state from the batch headers of every segment. Kafka
-  reloads it from its latest ``.snapshot`` file and the batches after it; no snapshot is
-  written here, so every open reads every header (the records are not read).
+- rebuild the idempotent producers' state, with their open transactions, from the batch
+  headers of every segment (and each transaction marker's one record). Kafka reloads it from
+  its latest ``.snapshot`` file and the batches after it; no snapshot is written here, so every
+  open reads every header (the other records are not read). The aborted-transaction index
+  (``.txnindex``) of each recovered segment, and of one whose index is corrupt, is rebuilt on
+  the way, as Kafka's segment recovery does.
 
 ``LogLoader.load`` returns what it found as a ``LoadedLog`` (Kafka's ``LoadedLogOffsets``, plus
 the segments, the epoch cache and the producer state); the ``Log`` takes it from there.
@@ -33,7 +36,8 @@ from kafkactor.storage.config import LogConfig
 from kafkactor.storage.errors import InvalidLogFileError, StorageError
 from kafkactor.storage.leader_epoch import LeaderEpochCache, LeaderEpochCheckpoint
 from kafkactor.storage.log_segments import LogSegments
-from kafkactor.storage.producer_state import ProducerStateManager, read_producer_batches
+from kafkactor.storage.producer_batches import read_producer_batches
+from kafkactor.storage.producer_state import ProducerStateManager
 from kafkactor.storage.record_batch import iter_batches
 from kafkactor.storage.segment import (
     CLEANED_SUFFIX,
@@ -44,6 +48,7 @@ from kafkactor.storage.segment import (
     TIME_INDEX_SUFFIX,
     LogSegment,
 )
+from kafkactor.storage.transaction_index import TXN_INDEX_SUFFIX, AbortedTxn
 
 __all__ = ["LEADER_EPOCH_CHECKPOINT", "LoadedLog", "LogLoader", "parse_base_offset"]
 
@@ -115,6 +120,7 @@ class LogLoader:
         self._bases = self._log_segments.bases
         self.recovered_bytes_truncated = 0
         self._truncated_on_load: dict[int, int] = {}  # segments rebuilt while loading
+        self._recovered: set[int] = set()  # segments whose .txnindex is rebuilt
         self._found_segments = False
         self._recovery_point = 0
         self._log_start_offset = 0
@@ -131,10 +137,7 @@ class LogLoader:
                 self._recover_from(self._requested_recovery_point)
             self._log_start_offset = self._bases[0]
             epochs = self._load_leader_epochs()
-            producers = ProducerStateManager()
-            for base in self._bases:
-                segment = self._segments[base]
-                producers.update_from_batches(read_producer_batches(segment.log_path, segment.size))
+            producers = self._load_producer_state()
         except BaseException:
             for segment in self._segments.values():
                 segment.close()
@@ -147,6 +150,27 @@ class LogLoader:
             recovered_bytes_truncated=self.recovered_bytes_truncated,
             producer_state=producers,
         )
+
+    def _load_producer_state(self) -> ProducerStateManager:
+        producers = ProducerStateManager()
+        for base in self._bases:
+            segment = self._segments[base]
+            batches = read_producer_batches(segment.log_path, segment.size)
+            aborted = [
+                completed.aborted_txn()
+                for completed in producers.update_from_batches(batches)
+                if completed.is_aborted
+            ]
+            rebuild = base in self._recovered
+            if not rebuild:
+                try:
+                    segment.txn_index.sanity_check()
+                except StorageError as error:
+                    _log.warning("log.index_corrupt", dir=str(self.dir), error=str(error))
+                    rebuild = True
+            if rebuild and aborted != _existing_entries(segment):
+                segment.txn_index.reset(aborted)
+        return producers
 
     # -- the segments found so far (Kafka's LogSegments) ---------------------------------------
 
@@ -165,7 +189,7 @@ class LogLoader:
         swaps: list[Path] = []
         for path in sorted(self.dir.iterdir()):
             if (
-                path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+                path.suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
                 and not path.with_suffix(LOG_SUFFIX).exists()
             ):
                 path.unlink()  # an index without its log: Kafka deletes it
@@ -177,6 +201,7 @@ class LogLoader:
             existed = segment.index_existed and segment.time_index_existed
             if not existed or not self._indexes_are_sane(segment):
                 self._truncated_on_load[base] = segment.recover()
+                self._recovered.add(base)
             self._log_segments.add(segment)
         for swap in swaps:
             self._complete_swap(swap)
@@ -188,7 +213,9 @@ class LogLoader:
         for path in self.dir.iterdir():
             if path.name.endswith((DELETED_SUFFIX, CLEANED_SUFFIX)):
                 path.unlink(missing_ok=True)
-            elif path.name.endswith((INDEX_SUFFIX + SWAP_SUFFIX, TIME_INDEX_SUFFIX + SWAP_SUFFIX)):
+            elif path.name.endswith(
+                tuple(s + SWAP_SUFFIX for s in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX))
+            ):
                 path.unlink()  # the indexes of a swapped segment are rebuilt from its log
 
     def _indexes_are_sane(self, segment: LogSegment) -> bool:
@@ -213,6 +240,7 @@ class LogLoader:
         swap.rename(target)
         segment = self._new_segment(base)
         segment.recover()
+        self._recovered.add(base)
         self._log_segments.add(segment)
 
     def _recover_from(self, recovery_point: int) -> None:
@@ -224,6 +252,7 @@ class LogLoader:
             # A segment rebuilt while loading (missing or corrupt index) was recovered already;
             # if that cut its tail, the later, unflushed segments cannot be trusted either.
             truncated = self._truncated_on_load.pop(base, None)
+            self._recovered.add(base)
             if truncated is None:
                 truncated = segment.recover()
             if truncated:
@@ -280,3 +309,10 @@ class LogLoader:
         cache = LeaderEpochCache(checkpoint, scratch.entries)
         cache.flush()
         return cache
+
+
+def _existing_entries(segment: LogSegment) -> list[AbortedTxn] | None:
+    try:
+        return segment.txn_index.entries
+    except StorageError:
+        return None  # corrupt: rewritten

@@ -56,16 +56,29 @@ def _needs_walk(config: LogConfig) -> bool:
 
 
 def validate_batches(
-    batches: Sequence[RecordBatch], topic_partition: str, config: LogConfig, now_ms: int
+    batches: Sequence[RecordBatch],
+    topic_partition: str,
+    config: LogConfig,
+    now_ms: int,
+    *,
+    from_client: bool = True,
 ) -> None:
     """Kafka's LogValidator record checks on a leader's producer batches (see the module).
 
-    Raises `InvalidRecordError` for a producer batch that reports no records, or
-    `InvalidRecordError` / `InvalidTimestampError` for the first batch holding refused
-    records. A log that is neither compacted nor bounds timestamps reads only batch headers.
+    Raises `InvalidRecordError` for a producer batch that reports no records or, from a client
+    (`from_client`: not a coordinator's append), for a control batch, as Kafka ("Clients are
+    not allowed to write control records"); `InvalidRecordError` / `InvalidTimestampError` for
+    the first batch holding refused records. A log that is neither compacted nor bounds
+    timestamps reads only batch headers.
     """
     walk = _needs_walk(config)
     for batch in batches:
+        if from_client and batch.is_control_batch:
+            raise InvalidRecordError(
+                "Clients are not allowed to write control records in topic partition "
+                f"{topic_partition}.",
+                (),
+            )
         if batch.record_count <= 0 and not batch.is_control_batch:  # Kafka's validateBatch
             raise InvalidRecordError(
                 f"Invalid reported count for record batch: {batch.record_count} in topic "

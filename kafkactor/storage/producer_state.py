@@ -23,15 +23,29 @@ and later (``ProducerAppendInfo``, for data batches of an idempotent producer):
   prove anything else, and refusing it made the producer fail. We follow 2.5 and later, so
   `UnknownProducerIdError` is never raised here.
 
-Batches without a producer id (-1) are ignored, and so are control batches: transactions are
-not built, so no marker ever needs to move a producer's epoch. Followers do not validate: they
-take the state from the batches they append (`update_from_batches`), so a follower that becomes
-leader dedupes a retry of a batch its old leader wrote.
+Batches without a producer id (-1) are ignored. Transactions (KIP-98) add, per producer, its
+open transaction's first offset and the epoch of the coordinator that wrote its last marker
+(``currentTxnFirstOffset``, ``coordinatorEpoch``), and per partition the open and unreplicated
+transactions (`kafkactor.storage.transactions`), as Kafka's ``ProducerAppendInfo``:
+
+- a transactional batch opens the producer's transaction when none is open; a
+  non-transactional batch while one is open is refused (INVALID_TXN_STATE);
+- a COMMIT or ABORT marker (a control batch) completes the open transaction (a marker with no
+  transaction open completes nothing, as in Kafka 3), moves the producer to the marker's epoch
+  and records its coordinator epoch; a marker of an older producer epoch is refused
+  (INVALID_PRODUCER_EPOCH), one of an older coordinator epoch too
+  (TRANSACTION_COORDINATOR_FENCED);
+- `AppendOrigin.COORDINATOR` appends (markers, transactional offset commits) skip the
+  sequence checks and duplicate detection, keeping the epoch checks.
+
+Followers do not validate: they take the state from the batches they append
+(`update_from_batches`), so a follower that becomes leader dedupes a retry of a batch its old
+leader wrote, and knows the transactions its leader opened.
 
 Kafka snapshots this state to ``<offset>.snapshot`` files and reloads from the latest one. We
 keep it in memory only: opening a log rebuilds it from every batch header on disk
-(`read_producer_batches`, reading headers, never records), and a truncation that removes a
-producer's batch rebuilds it from the log that remains. A producer whose batches all went to
+(`read_producer_batches`: headers, and a marker's one record), and a truncation that removes
+a producer's batch rebuilds it from the log that remains. A producer whose batches all went to
 retention therefore keeps its state until the log is reopened or rebuilt, where Kafka keeps it
 until the producer id expires (``transactional.id.expiration.ms``); neither expiry nor snapshots
 are built.
@@ -39,20 +53,26 @@ are built.
 
 from __future__ import annotations
 
-import os
-import struct
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Final, Protocol
 
+from kafkactor.storage.control_batch import EndTransactionMarker, end_txn_marker
 from kafkactor.storage.errors import (
     CorruptRecordError,
-    InvalidProducerEpochError,
+    InvalidTxnStateError,
     OutOfOrderSequenceError,
 )
-from kafkactor.storage.records import _CONTROL_MASK, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
+from kafkactor.storage.producer_batches import StoredProducerBatch, read_producer_batches
+from kafkactor.storage.record_batch import RecordBatch
+from kafkactor.storage.transactions import (
+    AppendOrigin,
+    CompletedTxn,
+    TransactionTracker,
+    check_epoch,
+    check_marker,
+)
 
 __all__ = [
     "BATCHES_TO_RETAIN",
@@ -110,11 +130,18 @@ class ProducerBatch(Protocol):
     def base_sequence(self) -> int: ...
     @property
     def is_control_batch(self) -> bool: ...
+    @property
+    def is_transactional(self) -> bool: ...
 
 
-def _tracked(batch: ProducerBatch) -> bool:
-    """Whether the batch counts for producer state: a data batch with a producer id."""
-    return batch.producer_id >= 0 and not batch.is_control_batch
+AnyBatch = RecordBatch | StoredProducerBatch
+NO_COORDINATOR_EPOCH: Final = -1
+
+
+def _marker(batch: AnyBatch) -> EndTransactionMarker | None:
+    if isinstance(batch, StoredProducerBatch):
+        return batch.end_txn_marker
+    return end_txn_marker(batch)
 
 
 def _last_sequence(batch: ProducerBatch) -> int:
@@ -154,12 +181,22 @@ class ProducerStateEntry:
     The batches are oldest first and all of the current epoch: a new epoch forgets them.
     """
 
-    __slots__ = ("batches", "producer_epoch", "producer_id")
+    __slots__ = (
+        "batches",
+        "coordinator_epoch",
+        "current_txn_first_offset",
+        "producer_epoch",
+        "producer_id",
+    )
 
     def __init__(self, producer_id: int, producer_epoch: int) -> None:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.batches: deque[BatchMetadata] = deque(maxlen=BATCHES_TO_RETAIN)
+        self.coordinator_epoch = NO_COORDINATOR_EPOCH
+        """The epoch of the coordinator that wrote the producer's last marker here."""
+        self.current_txn_first_offset: int | None = None
+        """The first offset of the producer's open transaction here (None: none is open)."""
 
     @property
     def last_sequence(self) -> int:
@@ -178,6 +215,12 @@ class ProducerStateEntry:
             self.batches.clear()
         self.batches.append(batch)  # the deque drops the oldest past five
 
+    def maybe_update_epoch(self, producer_epoch: int) -> None:
+        """A marker of another epoch (a bump by the coordinator) starts the entry over."""
+        if producer_epoch != self.producer_epoch:
+            self.producer_epoch = producer_epoch
+            self.batches.clear()
+
     def find_duplicate(self, batch: ProducerBatch) -> BatchMetadata | None:
         """The remembered batch of the same epoch and exactly the same sequence range."""
         if batch.producer_epoch != self.producer_epoch:
@@ -191,21 +234,27 @@ class ProducerStateEntry:
     def __repr__(self) -> str:
         return (
             f"ProducerStateEntry(producer_id={self.producer_id}, "
-            f"epoch={self.producer_epoch}, batches={list(self.batches)})"
+            f"epoch={self.producer_epoch}, batches={list(self.batches)}, "
+            f"coordinator_epoch={self.coordinator_epoch}, "
+            f"current_txn_first_offset={self.current_txn_first_offset})"
         )
 
 
 class ProducerStateManager:
-    """Kafka's ``ProducerStateManager`` for one partition log: its producers' state.
+    """Kafka's ``ProducerStateManager`` for one partition log: its producers' state and its
+    open transactions.
 
     Pure and not thread-safe: the `Log` calls it under its lock. A leader calls
     `validate_leader_append` (or `check_leader_append` for one batch) before it assigns
     offsets, then `update` for each batch it wrote; a follower calls `update_from_batches`.
-    See the module docstring for the rules.
+    `update` returns the transaction a marker completed, with the LSO its aborted-index entry
+    records. See the module docstring for the rules.
     """
 
     def __init__(self) -> None:
         self._producers: dict[int, ProducerStateEntry] = {}
+        self.transactions = TransactionTracker()
+        self._last_txn_offset = -1  # the largest offset that opened or ended a transaction
 
     @property
     def producers(self) -> dict[int, ProducerStateEntry]:
@@ -220,38 +269,76 @@ class ProducerStateManager:
         """The largest offset of any producer's last batch (-1 without producers)."""
         return max((entry.last_offset for entry in self._producers.values()), default=-1)
 
+    # -- transactions --------------------------------------------------------------------------
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest open or unreplicated transaction (Kafka's
+        ``firstUnstableOffset``), None when there is none."""
+        return self.transactions.first_unstable_offset
+
+    def on_high_watermark(self, high_watermark: int) -> None:
+        """The partition's HW moved: completed transactions below it are stable (Kafka's
+        ``onHighWatermarkUpdated``)."""
+        self.transactions.on_high_watermark(high_watermark)
+
     # -- leader validation ---------------------------------------------------------------------
 
-    def check_leader_append(self, batch: ProducerBatch) -> DuplicateBatch | None:
+    def check_leader_append(
+        self, batch: AnyBatch, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> DuplicateBatch | None:
         """Validate one batch a leader is about to append; see `validate_leader_append`."""
-        return self.validate_leader_append((batch,))
+        return self.validate_leader_append((batch,), origin)
 
-    def validate_leader_append(self, batches: Iterable[ProducerBatch]) -> DuplicateBatch | None:
+    def validate_leader_append(
+        self, batches: Iterable[AnyBatch], origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> DuplicateBatch | None:
         """Validate the batches of one leader append, before offsets are assigned.
 
         Returns the first batch that retries one already in the log (the append is then
         answered with its offsets and nothing is written), else None. Raises
-        `InvalidProducerEpochError` or `OutOfOrderSequenceError` for a batch that breaks the
-        rules, and `CorruptRecordError` for a producer id with a negative base sequence (Kafka's
+        `InvalidProducerEpochError`, `OutOfOrderSequenceError`, `InvalidTxnStateError` or
+        `TransactionCoordinatorFencedError` for a batch that breaks the rules, and
+        `CorruptRecordError` for a producer id with a negative base sequence (Kafka's
         LogValidator refuses that). As in Kafka's ``analyzeAndValidateProducerState``,
         duplicates are looked for among the batches already in the log, and a batch follows the
-        ones before it in the same append. Nothing changes until `update`.
+        ones before it in the same append. `AppendOrigin.COORDINATOR` skips the sequence checks
+        and duplicates (`REPLICATION` every check). Nothing changes until `update`.
         """
-        pending: dict[int, tuple[int, int]] = {}  # producer id -> (epoch, last sequence)
+        if origin is AppendOrigin.REPLICATION:
+            return None
+        client = origin is AppendOrigin.CLIENT
+        # producer id -> (epoch, last sequence, transaction open, coordinator epoch)
+        pending: dict[int, tuple[int, int, bool, int]] = {}
         for batch in batches:
-            if not _tracked(batch):
-                continue
             producer_id = batch.producer_id
-            if batch.base_sequence < 0:
-                raise CorruptRecordError(
-                    f"invalid sequence number {batch.base_sequence} in a batch of producer "
-                    f"{producer_id}",
-                    batch.position,
-                )
+            if producer_id < 0:
+                continue
             entry = self._producers.get(producer_id)
-            if entry is not None:
-                original = entry.find_duplicate(batch)
-                if original is not None:
+            known = pending.get(producer_id)
+            if known is None and entry is not None:
+                known = (
+                    entry.producer_epoch,
+                    entry.last_sequence,
+                    entry.current_txn_first_offset is not None,
+                    entry.coordinator_epoch,
+                )
+            if batch.is_control_batch:
+                marker = _marker(batch)
+                if marker is not None:
+                    pending[producer_id] = check_marker(
+                        producer_id, batch.producer_epoch, marker, known
+                    )
+                continue
+            if client:
+                if batch.base_sequence < 0:
+                    raise CorruptRecordError(
+                        f"invalid sequence number {batch.base_sequence} in a batch of producer "
+                        f"{producer_id}",
+                        batch.position,
+                    )
+                original = entry.find_duplicate(batch) if entry is not None else None
+                if entry is not None and original is not None:
                     return DuplicateBatch(
                         producer_id=producer_id,
                         producer_epoch=entry.producer_epoch,
@@ -261,38 +348,55 @@ class ProducerStateManager:
                         last_offset=original.last_offset,
                         max_timestamp=original.max_timestamp,
                     )
-            known = pending.get(producer_id)
-            if known is None and entry is not None:
-                known = (entry.producer_epoch, entry.last_sequence)
+            open_txn = False
+            coordinator_epoch = NO_COORDINATOR_EPOCH
             if known is not None:  # no state at all: any sequence is accepted (KIP-360)
-                _check_sequence(producer_id, batch, *known)
-            pending[producer_id] = (batch.producer_epoch, _last_sequence(batch))
+                epoch, last_sequence, open_txn, coordinator_epoch = known
+                check_epoch(producer_id, batch.producer_epoch, epoch)
+                if client:
+                    _check_sequence(producer_id, batch, epoch, last_sequence)
+                if open_txn and not batch.is_transactional:
+                    raise InvalidTxnStateError(
+                        f"Expected transactional write from producer {producer_id}",
+                        producer_id,
+                    )
+            pending[producer_id] = (
+                batch.producer_epoch,
+                _last_sequence(batch),
+                open_txn or batch.is_transactional,
+                coordinator_epoch,
+            )
         return None
 
     # -- updates -------------------------------------------------------------------------------
 
     def update(
         self,
-        batch: ProducerBatch,
+        batch: AnyBatch,
         first_offset: int,
         last_offset: int,
         max_timestamp: int | None = None,
-    ) -> None:
+    ) -> CompletedTxn | None:
         """Record a batch written at `first_offset`..`last_offset` (leader or follower), with
         `max_timestamp` when it was written with another one than `batch` holds (a
-        LogAppendTime leader's append time).
+        LogAppendTime leader's append time). Returns the transaction a marker completed.
 
-        A batch without a producer id, or a control batch, changes nothing. No validation: a
-        follower takes what its leader wrote, an older epoch included (Kafka only warns).
+        A batch without a producer id changes nothing. No validation: a follower takes what
+        its leader wrote, an older epoch included (Kafka only warns).
         """
-        if not _tracked(batch):
-            return
         producer_id = batch.producer_id
+        if producer_id < 0:
+            return None
         entry = self._producers.get(producer_id)
         if entry is None:
             entry = self._producers[producer_id] = ProducerStateEntry(
                 producer_id, batch.producer_epoch
             )
+        if batch.is_control_batch:
+            marker = _marker(batch)
+            if marker is None:
+                return None  # an emptied control batch, or one of another kind
+            return self._end_txn(entry, batch.producer_epoch, marker, first_offset)
         entry.add_batch(
             batch.producer_epoch,
             BatchMetadata(
@@ -303,49 +407,85 @@ class ProducerStateManager:
                 max_timestamp=batch.max_timestamp if max_timestamp is None else max_timestamp,
             ),
         )
+        if batch.is_transactional and entry.current_txn_first_offset is None:
+            entry.current_txn_first_offset = first_offset
+            self.transactions.begin(producer_id, first_offset)
+            self._last_txn_offset = max(self._last_txn_offset, first_offset)
+        return None
 
-    def update_from_batches(self, batches: Iterable[ProducerBatch]) -> None:
-        """Record batches at the offsets they carry (a follower append, a rebuild)."""
+    def _end_txn(
+        self,
+        entry: ProducerStateEntry,
+        producer_epoch: int,
+        marker: EndTransactionMarker,
+        offset: int,
+    ) -> CompletedTxn | None:
+        """Kafka's ``appendEndTxnMarker`` (checked before, for a leader)."""
+        first = entry.current_txn_first_offset
+        completed = None
+        if first is not None:
+            completed = self.transactions.complete(
+                entry.producer_id, first, offset, marker.is_abort
+            )
+        entry.maybe_update_epoch(producer_epoch)
+        entry.current_txn_first_offset = None
+        entry.coordinator_epoch = marker.coordinator_epoch
+        self._last_txn_offset = max(self._last_txn_offset, offset)
+        return completed
+
+    def update_from_batches(self, batches: Iterable[AnyBatch]) -> list[CompletedTxn]:
+        """Record batches at the offsets they carry (a follower append, a rebuild); returns
+        the transactions their markers completed."""
+        completed = []
         for batch in batches:
-            if _tracked(batch):
-                self.update(batch, batch.base_offset, batch.last_offset)
+            if batch.producer_id >= 0:
+                done = self.update(batch, batch.base_offset, batch.last_offset)
+                if done is not None:
+                    completed.append(done)
+        return completed
 
-    def rebuild(self, batches: Iterable[ProducerBatch]) -> None:
-        """Forget everything and take the state from a log's batches, oldest first."""
-        self._producers.clear()
+    def rebuild(self, batches: Iterable[AnyBatch]) -> None:
+        """Forget everything and take the state from a log's batches, oldest first. The
+        completed transactions stay unreplicated until `on_high_watermark`."""
+        self.clear()
         self.update_from_batches(batches)
 
-    def truncate_to(self, offset: int, log_batches: Callable[[], Iterable[ProducerBatch]]) -> bool:
+    def truncate_to(self, offset: int, log_batches: Callable[[], Iterable[AnyBatch]]) -> bool:
         """The log was cut at `offset`: forget the batches at or past it.
 
-        When no producer's last batch reaches `offset` nothing was lost. Otherwise the state is
-        rebuilt from `log_batches()`, the batches the log still holds: an entry only remembers
-        five batches of one epoch, so what a producer looked like before the removed ones is in
-        the log, not in the entry. Returns whether the state was rebuilt.
+        When no producer's last batch, transaction start or marker reaches `offset` nothing was
+        lost. Otherwise the state is rebuilt from `log_batches()`, the batches the log still
+        holds: an entry only remembers five batches of one epoch, so what a producer looked
+        like before the removed ones is in the log, not in the entry. As in Kafka (which
+        truncates only below the high watermark) no transaction is then left unreplicated.
+        Returns whether the state was rebuilt.
         """
-        if self.last_offset < offset:
+        if max(self.last_offset, self._last_txn_offset) < offset:
             return False
         self.rebuild(log_batches())
+        self.transactions.on_high_watermark(offset)
         return True
+
+    def on_log_start_offset(self, log_start_offset: int) -> None:
+        """The log start moved: completed transactions below it are gone (Kafka's
+        ``onLogStartOffsetIncremented``)."""
+        self.transactions.on_high_watermark(log_start_offset)
 
     def clear(self) -> None:
         """Forget every producer (the log was emptied: Kafka's truncateFullyAndStartAt)."""
         self._producers.clear()
+        self.transactions.clear()
+        self._last_txn_offset = -1
 
     def __repr__(self) -> str:
-        return f"ProducerStateManager(producers={len(self._producers)})"
+        return f"ProducerStateManager(producers={len(self._producers)}, {self.transactions})"
 
 
 def _check_sequence(
-    producer_id: int, batch: ProducerBatch, current_epoch: int, last_sequence: int
+    producer_id: int, batch: AnyBatch, current_epoch: int, last_sequence: int
 ) -> None:
-    """Kafka's checkProducerEpoch and checkSequence for a known producer."""
+    """Kafka's checkSequence for a known producer (its epoch checked before)."""
     epoch, first = batch.producer_epoch, batch.base_sequence
-    if epoch < current_epoch:
-        raise InvalidProducerEpochError(
-            f"producer {producer_id} sent epoch {epoch}, older than its epoch {current_epoch}",
-            producer_id,
-        )
     if epoch != current_epoch:
         if first != 0:
             raise OutOfOrderSequenceError(
@@ -359,62 +499,3 @@ def _check_sequence(
             f"{last_sequence}: expected {increment_sequence(last_sequence, 1)}",
             producer_id,
         )
-
-
-# -- batch headers from a segment file ---------------------------------------------------------
-
-# baseOffset, batchLength, (partitionLeaderEpoch, magic, crc skipped), attributes,
-# lastOffsetDelta, (baseTimestamp skipped), maxTimestamp, producerId, producerEpoch,
-# baseSequence, (recordCount skipped): the whole 61-byte header
-_HEADER = struct.Struct(">qi4x1x4xhi8xqqhi4x")
-assert _HEADER.size == RECORD_BATCH_OVERHEAD
-_SCAN_CHUNK = 1024 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class StoredProducerBatch:
-    """The producer fields of one batch header read from a segment file."""
-
-    position: int
-    base_offset: int
-    last_offset_delta: int
-    max_timestamp: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    is_control_batch: bool = False
-
-    @property
-    def last_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta
-
-
-def read_producer_batches(path: Path, size: int) -> Iterator[StoredProducerBatch]:
-    """The data batches with a producer id among the first `size` bytes of a segment file.
-
-    Reads headers only, in 1 MiB chunks; the file was recovered (or written by this process),
-    so the batches are trusted. Stops at a partial batch.
-    """
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        position = 0
-        chunk = b""
-        chunk_start = 0
-        while position + _HEADER.size <= size:
-            at = position - chunk_start
-            if at + _HEADER.size > len(chunk):
-                chunk = os.pread(fd, min(_SCAN_CHUNK, size - position), position)
-                chunk_start, at = position, 0
-                if len(chunk) < _HEADER.size:
-                    return
-            base, length, attributes, delta, max_ts, pid, epoch, sequence = _HEADER.unpack_from(
-                chunk, at
-            )
-            batch_size = length + LOG_OVERHEAD
-            if batch_size < _HEADER.size or position + batch_size > size:
-                return
-            if pid >= 0 and not attributes & _CONTROL_MASK:
-                yield StoredProducerBatch(position, base, delta, max_ts, pid, epoch, sequence)
-            position += batch_size
-    finally:
-        os.close(fd)

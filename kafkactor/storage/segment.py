@@ -14,6 +14,7 @@ from kafkactor.storage.index import OffsetIndex
 from kafkactor.storage.record_batch import RecordBatch, batch_size_at, iter_batches
 from kafkactor.storage.records import LOG_OVERHEAD, MAX_BATCH_SIZE, NO_TIMESTAMP, BytesLike
 from kafkactor.storage.time_index import OffsetAndTimestamp, TimeIndex, TimestampOffset
+from kafkactor.storage.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -168,6 +169,10 @@ class LogSegment:
         time_index_path = directory / (
             segment_file_name(base_offset, TIME_INDEX_SUFFIX) + file_suffix
         )
+        self.txn_index = TransactionIndex(
+            directory / (segment_file_name(base_offset, TXN_INDEX_SUFFIX) + file_suffix),
+            base_offset,
+        )  # its file appears with the segment's first aborted transaction
         self._index_existed = index_path.exists()
         self._time_index_existed = time_index_path.exists()
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -333,6 +338,9 @@ class LogSegment:
         fds = [os.dup(self._fd), self.index.dup_fd()]
         try:
             fds.append(self.time_index.dup_fd())
+            txn_fd = self.txn_index.dup_fd()
+            if txn_fd is not None:
+                fds.append(txn_fd)
         except BaseException:
             for fd in fds:
                 os.close(fd)
@@ -345,6 +353,7 @@ class LogSegment:
         if found is None:
             return 0
         removed = self.size - found.position
+        self.txn_index.truncate_to(offset)
         self._forget_headers()
         self.index.truncate_to(offset)
         self.time_index.truncate_to(offset)
@@ -571,6 +580,7 @@ class LogSegment:
             try:
                 self.index.close()
                 self.time_index.close()
+                self.txn_index.close()
             finally:
                 os.close(self._fd)
 
@@ -591,11 +601,12 @@ class LogSegment:
         self.log_path = target
         self.index.rename_to(renamed(self.index.path))
         self.time_index.rename_to(renamed(self.time_index.path))
+        self.txn_index.rename_to(renamed(self.txn_index.path))
 
     def delete(self) -> None:
         """Close and remove the three files, through a `.deleted` rename as Kafka does."""
         self.close()
-        for path in (self.log_path, self.index.path, self.time_index.path):
+        for path in (self.log_path, self.index.path, self.time_index.path, self.txn_index.path):
             doomed = (
                 path
                 if path.name.endswith(DELETED_SUFFIX)
