@@ -34,6 +34,11 @@ class ApiKey(enum.IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
@@ -44,6 +49,8 @@ class ApiKey(enum.IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
 
 
 #: (min, max) version per API, as advertised. Produce advertises 0 as Kafka 4 does, so that
@@ -65,9 +72,9 @@ SUPPORTED: Final[dict[ApiKey, tuple[int, int]]] = {
     ApiKey.OFFSET_COMMIT: (0, 7),
     ApiKey.OFFSET_FETCH: (0, 5),
     ApiKey.OFFSET_DELETE: (0, 0),  # KIP-496, Kafka 2.8's only version
-    # groups only: a transaction coordinator lookup answers COORDINATOR_NOT_AVAILABLE. Every
-    # Kafka broker lists FindCoordinator, and librdkafka takes its absence for a pre-0.10
-    # broker and then sends lz4 batches uncompressed
+    # groups (key type 0) and transactional ids (1). Every Kafka broker lists FindCoordinator,
+    # and librdkafka takes its absence for a pre-0.10 broker and then sends lz4 batches
+    # uncompressed
     ApiKey.FIND_COORDINATOR: (0, 2),
     ApiKey.JOIN_GROUP: (0, 5),
     ApiKey.HEARTBEAT: (0, 3),
@@ -78,7 +85,19 @@ SUPPORTED: Final[dict[ApiKey, tuple[int, int]]] = {
     ApiKey.API_VERSIONS: (0, 3),
     ApiKey.CREATE_TOPICS: (2, 4),
     ApiKey.DELETE_TOPICS: (1, 3),
-    ApiKey.INIT_PRODUCER_ID: (0, 1),
+    # transactions (KIP-98): v3+ lets a producer bump its epoch after an abortable error
+    # (KIP-360), v4 may answer PRODUCER_FENCED (KIP-588; INVALID_PRODUCER_EPOCH before)
+    ApiKey.INIT_PRODUCER_ID: (0, 4),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),  # v4 (KIP-890's batched verification) not served
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
+    ApiKey.END_TXN: (0, 3),
+    # a transaction coordinator's markers to a partition leader (between broker processes);
+    # v0 was removed in Kafka 4 and is absent from kio
+    ApiKey.WRITE_TXN_MARKERS: (1, 1),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 3),
+    # KIP-664's admin APIs, v0 (v1 adds a duration filter)
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 0),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 3),
     # v0, removed in Kafka 4 (KIP-896) and absent from kio, through a transcribed entity
     ApiKey.DESCRIBE_CONFIGS: (0, 2),

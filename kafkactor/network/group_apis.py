@@ -11,7 +11,12 @@ from typing import Any, Final, TypeVar
 from kafkactor.actors.coordinator.offsets_topic import partition_for
 from kafkactor.actors.coordinator.results import GroupConfig
 from kafkactor.actors.runtime import addresses
-from kafkactor.common import OFFSETS_TOPIC, TopicExistsError
+from kafkactor.actors.transaction.transaction_config import (
+    TransactionConfig,
+    transaction_state_topic_config,
+)
+from kafkactor.actors.transaction.transaction_log import partition_for_transactional_id
+from kafkactor.common import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from kafkactor.messages import ErrorCode, Request, Response
 from kafkactor.messages.group import (
     DeletedGroup,
@@ -34,18 +39,15 @@ from kafkactor.messages.group import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from kafkactor.messages.replication import MetadataRequest, MetadataResponse
 from kafkactor.network.admin_apis import KafkaApisConfig, TopicAdmin
 from kafkactor.network.api_versions import ApiKey
 from kafkactor.network.codec import build, nested, response_type
+from kafkactor.network.coordinator_lookup import CoordinatorLookup, InternalTopic
 from kafkactor.network.request_channel import RequestHeader
 from kafkactor.network.steps import (
     AUTHORIZED_OPERATIONS_OMITTED,
-    Admin,
-    Ask,
     Step,
     ask_expecting,
-    error_of,
     group_instance_id,
     millis,
     respond,
@@ -55,7 +57,8 @@ __all__ = ["OFFSETS_TOPIC_CONFIG", "GroupApis"]
 
 R = TypeVar("R", bound=Response)
 
-GROUP_KEY_TYPE: Final = 0  # FindCoordinator's key_type for a group (1 is a transactional id)
+GROUP_KEY_TYPE: Final = 0  # FindCoordinator's key_type for a group
+TRANSACTION_KEY_TYPE: Final = 1  # ... and for a transactional id
 #: The topic configs `__consumer_offsets` is created with (Kafka's offsets.topic.segment.bytes
 #: default, and compaction: only a group's latest metadata and offsets matter)
 OFFSETS_TOPIC_CONFIG: Final = {
@@ -68,8 +71,9 @@ class GroupApis:
     """The consumer-group half of Kafka's `KafkaApis` for one broker.
 
     FindCoordinator reads the metadata cache for the leader of the group's `__consumer_offsets`
-    partition (creating the topic through the `TopicAdmin` when it is missing, as Kafka does on
-    the first lookup); every other group API is asked of the broker's group coordinator actor,
+    partition, or of the transactional id's `__transaction_state` partition (creating the topic
+    through the `TopicAdmin` when it is missing, as Kafka does on the first lookup:
+    `coordinator_lookup`); every other group API is asked of the broker's group coordinator actor,
     whose answer (or failure) becomes the response of the request's version.
     """
 
@@ -80,13 +84,32 @@ class GroupApis:
         group: GroupConfig,
         *,
         admin: TopicAdmin | None,
+        transaction: TransactionConfig | None = None,
     ) -> None:
         self.config = config
         self.group = group
         self.admin = admin
         self.replica_manager = addresses.replica_manager(broker_id)
         self.coordinator = addresses.group_coordinator(broker_id)
-        self._creating_offsets_topic = False
+        self._lookup = CoordinatorLookup(self.replica_manager, admin)
+        txn = transaction if transaction is not None else TransactionConfig()
+        self._internal_topics = {
+            GROUP_KEY_TYPE: InternalTopic(
+                OFFSETS_TOPIC,
+                group.offsets_topic_partitions,
+                config.offsets_topic_replication_factor,
+                partition_for,
+                lambda _factor: OFFSETS_TOPIC_CONFIG,
+            ),
+            TRANSACTION_KEY_TYPE: InternalTopic(
+                TRANSACTION_STATE_TOPIC,
+                txn.state_log_num_partitions,
+                txn.state_log_replication_factor,
+                partition_for_transactional_id,
+                lambda factor: transaction_state_topic_config(txn, factor),
+                count_from_metadata=True,
+            ),
+        }
 
     def _ask(
         self, request: Request, answered: type[R], answer: Callable[[R | None, ErrorCode], Step]
@@ -99,74 +122,18 @@ class GroupApis:
 
     def find_coordinator(self, header: RequestHeader, body: Any) -> Step:
         schema = response_type(ApiKey.FIND_COORDINATOR, header.api_version)
-
-        def unavailable(why: str) -> Step:
+        key_type = int(getattr(body, "key_type", GROUP_KEY_TYPE))  # v1+
+        topic = self._internal_topics.get(key_type)
+        if topic is None:  # Kafka: "Unknown coordinator type in FindCoordinator request"
             return respond(
                 schema,
-                error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                error_message=why,
+                error_code=ErrorCode.INVALID_REQUEST,
+                error_message=f"Unknown coordinator type {key_type} in FindCoordinator request",
                 node_id=-1,
                 host="",
                 port=-1,
             )
-
-        if int(getattr(body, "key_type", GROUP_KEY_TYPE)) != GROUP_KEY_TYPE:
-            return unavailable("kafkactor has no transaction coordinator")
-        partition = partition_for(body.key, self.group.offsets_topic_partitions)
-
-        def answered(response: Response) -> Step:
-            if not isinstance(response, MetadataResponse):
-                return unavailable(f"no metadata ({error_of(response).name})")
-            topic = next((t for t in response.topics if t.topic == OFFSETS_TOPIC), None)
-            if topic is None or topic.error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                return self._create_offsets_topic(response, unavailable)
-            leader = next((p.leader for p in topic.partitions if p.partition == partition), -1)
-            found = [e for e in response.endpoints if e.broker_id == leader and leader >= 0]
-            if not found:
-                return unavailable(f"{OFFSETS_TOPIC}-{partition} has no leader")
-            return respond(
-                schema,
-                error_code=ErrorCode.NONE,
-                error_message=None,
-                node_id=found[0].broker_id,
-                host=found[0].host,
-                port=found[0].port,
-            )
-
-        return Ask(self.replica_manager, MetadataRequest(topics=(OFFSETS_TOPIC,)), answered)
-
-    def _create_offsets_topic(
-        self, response: MetadataResponse, unavailable: Callable[[str], Step]
-    ) -> Step:
-        """Create `__consumer_offsets` (one creation at a time) and answer
-        COORDINATOR_NOT_AVAILABLE once ZooKeeper has it, without waiting for its leaders (as
-        Kafka answers): clients retry until its partitions have leaders."""
-        admin = self.admin
-        if admin is None or self._creating_offsets_topic:
-            return unavailable(f"{OFFSETS_TOPIC} does not exist yet")
-        live = max(1, len(response.endpoints) or len(response.brokers))
-        factor = min(self.config.offsets_topic_replication_factor, live)
-        partitions = self.group.offsets_topic_partitions
-        self._creating_offsets_topic = True
-
-        def create() -> Exception | None:
-            try:
-                admin.create_topic(
-                    OFFSETS_TOPIC, partitions, factor, OFFSETS_TOPIC_CONFIG, wait=False
-                )
-            except TopicExistsError:  # another broker's lookup created it meanwhile
-                return None
-            except Exception as error:  # ZooKeeper or the controller failed: a later lookup
-                return error  # tries again
-            return None
-
-        def created(outcome: Any) -> Step:
-            self._creating_offsets_topic = False
-            if isinstance(outcome, BaseException):
-                return unavailable(f"creating {OFFSETS_TOPIC} failed: {outcome}")
-            return unavailable(f"{OFFSETS_TOPIC} is being created")
-
-        return Admin(create, created)
+        return self._lookup.find(schema, topic, body.key)
 
     # -- the rebalance protocol -----------------------------------------------------------------
 

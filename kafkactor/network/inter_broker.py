@@ -11,6 +11,7 @@ Which actor messages cross between brokers, and as what (Kafka's API and the ver
 | `ControlledShutdownRequest` | ControlledShutdown v3 | a broker shutting down |
 | `FetchRequest` (replica id = the follower) | Fetch v12 | a replica fetcher |
 | `OffsetsForLeaderEpochRequest` | OffsetForLeaderEpoch v4 | a replica fetcher |
+| `WriteTxnMarkersRequest` | WriteTxnMarkers v1 (`txn_markers`) | a transaction coordinator |
 
 Each is the oldest flexible version with every field kafkactor sends (broker epochs: KIP-380;
 LeaderAndIsr's and UpdateMetadata's topic ids: KIP-516),
@@ -47,8 +48,10 @@ from kafkactor.messages.replication import (
     UpdateMetadata,
     UpdateMetadataResponse,
 )
+from kafkactor.messages.transaction import WriteTxnMarkersRequest
 from kafkactor.network.api_versions import ApiKey
 from kafkactor.network.codec import build, nested, request_type
+from kafkactor.network.txn_markers import MARKERS_VERSION, markers_answer, markers_body
 
 __all__ = ["SENT_VERSIONS", "WireCall", "by_topic", "wire_call"]
 
@@ -60,6 +63,7 @@ SENT_VERSIONS: Final[dict[ApiKey, int]] = {
     ApiKey.CONTROLLED_SHUTDOWN: 3,
     ApiKey.FETCH: 12,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: 4,
+    ApiKey.WRITE_TXN_MARKERS: MARKERS_VERSION,
 }
 
 #: StopReplica v3's partition leader epoch: "no epoch", so the replica stops whatever its epoch
@@ -428,6 +432,12 @@ def _offsets_for_leader_epoch(request: OffsetsForLeaderEpochRequest) -> WireCall
     return WireCall(ApiKey.OFFSET_FOR_LEADER_EPOCH, version, body, read)
 
 
+def _write_txn_markers(request: WriteTxnMarkersRequest) -> WireCall:
+    version, schema = _entity(ApiKey.WRITE_TXN_MARKERS)
+    body = markers_body(request, schema)
+    return WireCall(ApiKey.WRITE_TXN_MARKERS, version, body, lambda r: markers_answer(request, r))
+
+
 _CALLS: Final[dict[type[Any], Callable[[Any], WireCall]]] = {
     LeaderAndIsr: _leader_and_isr,
     StopReplica: _stop_replica,
@@ -435,4 +445,5 @@ _CALLS: Final[dict[type[Any], Callable[[Any], WireCall]]] = {
     ControlledShutdownRequest: _controlled_shutdown,
     FetchRequest: _fetch,
     OffsetsForLeaderEpochRequest: _offsets_for_leader_epoch,
+    WriteTxnMarkersRequest: _write_txn_markers,
 }

@@ -1,12 +1,13 @@
 """Kafka's `KafkaApis`, pure: a wire request becomes actor requests, their answers a response.
 
 `KafkaApis.handle` turns one decoded request into a `Step` (`kafkactor.network.steps`); the
-actor shell (`KafkaApisActor`) runs the steps. The data APIs (Produce, Fetch, ListOffsets,
-OffsetForLeaderEpoch) and ApiVersions are here; Metadata and InitProducerId are `AdminApis`',
-CreateTopics and DeleteTopics `TopicAdminApis`', CreatePartitions `PartitionAdminApis`'; the
-consumer-group ones (FindCoordinator, JoinGroup to DeleteGroups, the offset APIs)
-`GroupApis`'; DescribeConfigs is `ConfigApis`', DescribeCluster `ClusterApis`'. Everything is
-plain translation, tested without threads.
+actor shell (`KafkaApisActor`) runs the steps. The data APIs (Produce, OffsetForLeaderEpoch)
+and ApiVersions are here, Fetch and ListOffsets `fetch_apis`'; the transaction APIs are
+`TxnApis`' (`txn_apis`, WriteTxnMarkers `txn_markers`); Metadata and InitProducerId are
+`AdminApis`', CreateTopics and DeleteTopics `TopicAdminApis`', CreatePartitions
+`PartitionAdminApis`'; the consumer-group ones (FindCoordinator, JoinGroup to DeleteGroups,
+the offset APIs) `GroupApis`'; DescribeConfigs is `ConfigApis`', DescribeCluster
+`ClusterApis`'. Everything is plain translation, tested without threads.
 """
 
 from __future__ import annotations
@@ -17,20 +18,15 @@ from typing import Any, Final
 
 from kafkactor.actors.coordinator.results import GroupConfig
 from kafkactor.actors.runtime import addresses
+from kafkactor.actors.transaction.transaction_config import TransactionConfig
 from kafkactor.messages import ErrorCode, ErrorResponse, Response
 from kafkactor.messages.offsets import (
     CONSUMER_REPLICA_ID,
-    ListOffsetsPartition,
-    ListOffsetsRequest,
-    ListOffsetsResponse,
     OffsetForLeaderPartition,
     OffsetsForLeaderEpochRequest,
     OffsetsForLeaderEpochResponse,
 )
 from kafkactor.messages.replication import (
-    FetchPartition,
-    FetchRequest,
-    FetchResponse,
     ProducePartition,
     ProducePartitionResult,
     ProduceRequest,
@@ -44,19 +40,14 @@ from kafkactor.network.codec import UnsupportedApiVersions, build, nested, respo
 from kafkactor.network.config_apis import BrokerProperties, ConfigApis, TopicConfigRepository
 from kafkactor.network.delete_records_apis import delete_records
 from kafkactor.network.elect_leaders_apis import elect_leaders
+from kafkactor.network.fetch_apis import fetch, list_offsets
 from kafkactor.network.group_apis import GroupApis
 from kafkactor.network.inter_broker_apis import InterBrokerApis
 from kafkactor.network.log_dir_apis import describe_log_dirs
 from kafkactor.network.offset_apis import OffsetApis
 from kafkactor.network.offset_delete_apis import offset_delete
 from kafkactor.network.partition_admin_apis import PartitionAdminApis
-from kafkactor.network.partition_answers import (
-    FETCH,
-    LIST_OFFSETS,
-    OFFSET_FOR_LEADER_EPOCH,
-    PRODUCE,
-    per_partition,
-)
+from kafkactor.network.partition_answers import OFFSET_FOR_LEADER_EPOCH, PRODUCE, per_partition
 from kafkactor.network.reassignment_apis import (
     alter_partition_reassignments,
     list_partition_reassignments,
@@ -74,6 +65,8 @@ from kafkactor.network.steps import (
     millis,
 )
 from kafkactor.network.topic_admin_apis import TopicAdminApis
+from kafkactor.network.txn_apis import TxnApis, write_txn_markers
+from kafkactor.network.txn_produce import has_transactional_records
 
 __all__ = [
     "Admin",
@@ -96,6 +89,11 @@ def _group(handler: Callable[[GroupApis, RequestHeader, Any], Step]) -> Handler:
     return lambda apis, header, body: handler(apis.group_apis, header, body)
 
 
+def _txn(handler: Callable[[TxnApis, int, Any], Step]) -> Handler:
+    """A `TxnApis` method as a KafkaApis handler."""
+    return lambda apis, header, body: handler(apis.txn_apis, header.api_version, body)
+
+
 def _inter_broker(handler: Callable[[InterBrokerApis, RequestHeader, Any], Step]) -> Handler:
     """An `InterBrokerApis` method as a KafkaApis handler."""
     return lambda apis, header, body: handler(apis.inter_broker_apis, header, body)
@@ -107,7 +105,9 @@ class KafkaApis:
     Produce, Fetch, ListOffsets, Metadata and OffsetForLeaderEpoch go to the broker's replica
     manager as the messages the in-process clients send; ApiVersions is answered here;
     CreateTopics and auto-creation go through the `TopicAdmin`; InitProducerId through the
-    `ProducerIdSource`; the consumer-group APIs to the broker's group coordinator (`GroupApis`);
+    `ProducerIdSource` (with a transactional id: the transaction coordinator); the transaction
+    APIs to the broker's transaction coordinator, group coordinator and replica manager
+    (`TxnApis`); the consumer-group APIs to the broker's group coordinator (`GroupApis`);
     DescribeConfigs to `ConfigApis`, with the broker's `properties` and its `topic_configs`;
     DescribeCluster to `ClusterApis`.
     """
@@ -122,13 +122,18 @@ class KafkaApis:
         group: GroupConfig | None = None,
         properties: BrokerProperties | None = None,
         topic_configs: TopicConfigRepository | None = None,
+        transaction: TransactionConfig | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.config = config if config is not None else KafkaApisConfig()
         self.replica_manager = addresses.replica_manager(broker_id)
         self.admin_apis = AdminApis(broker_id, self.config, admin=admin, producer_ids=producer_ids)
         self.group_apis = GroupApis(
-            broker_id, self.config, group if group is not None else GroupConfig(), admin=admin
+            broker_id,
+            self.config,
+            group if group is not None else GroupConfig(),
+            admin=admin,
+            transaction=transaction,
         )
         self.inter_broker_apis = InterBrokerApis(broker_id)
         self.offset_apis = OffsetApis(broker_id)
@@ -141,6 +146,7 @@ class KafkaApis:
         self.cluster_apis = ClusterApis(broker_id, self.config.cluster_id)
         self.partition_admin_apis = PartitionAdminApis(broker_id, self.config, admin=admin)
         self.topic_admin_apis = TopicAdminApis(broker_id, self.config, admin=admin)
+        self.txn_apis = TxnApis(broker_id)
 
     def handle(self, header: RequestHeader, body: Any) -> Step:
         api = header.api_key
@@ -185,9 +191,12 @@ class KafkaApis:
     def _produce(self, header: RequestHeader, body: Any) -> Step:
         version = header.api_version
         acks = int(body.acks)
-        if body.transactional_id is not None:  # transactions are not modelled
+        transactional_id = body.transactional_id
+        if transactional_id is None and has_transactional_records(body):
+            # Kafka's handleProduceRequest: transactional batches need the producer's
+            # transactional id (its authorization, without which the request fails whole)
             if acks == 0:  # no answer is read: closing is the only way to say no
-                return Close("a transactional produce (transactions are not supported)")
+                return Close("transactional records without a transactional id")
             return self._produce_refused(
                 version, body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
             )
@@ -206,6 +215,7 @@ class KafkaApis:
             acks=1 if acks == 0 else acks,
             timeout_ms=millis(body.timeout),
             partitions=parts,
+            transactional_id=transactional_id,
         )
 
         def answered(response: Response) -> Step:
@@ -250,102 +260,13 @@ class KafkaApis:
         )
         return Answer(build(schema, responses=topics, throttle_time=NO_THROTTLE))
 
-    # -- Fetch ----------------------------------------------------------------------------------
+    # -- Fetch and ListOffsets (fetch_apis) ---------------------------------------------------
 
     def _fetch(self, header: RequestHeader, body: Any) -> Step:
-        version = header.api_version
-        # a follower's fetch names its broker id (replica id >= 0): it reads up to the log end
-        # and moves the leader's view of its log end and the ISR, as one in this process does
-        replica_id = int(body.replica_id)
-        if replica_id < CONSUMER_REPLICA_ID:
-            return self._fetch_answer(
-                version, body, ErrorResponse(error_code=ErrorCode.INVALID_REQUEST)
-            )
-        request = FetchRequest(
-            replica_id=replica_id,
-            max_wait_ms=millis(body.max_wait),
-            min_bytes=int(body.min_bytes),
-            max_bytes=max(0, int(body.max_bytes)),  # every served version (4+) has it
-            partitions=tuple(
-                FetchPartition(
-                    topic=topic.topic,
-                    partition=int(p.partition),
-                    fetch_offset=int(p.fetch_offset),
-                    max_bytes=int(p.partition_max_bytes),
-                    current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
-                    log_start_offset=int(getattr(p, "log_start_offset", -1)),  # a follower's
-                )
-                for topic in body.topics
-                for p in topic.partitions
-            ),
-        )
-        return Ask(self.replica_manager, request, lambda r: self._fetch_answer(version, body, r))
-
-    def _fetch_answer(self, version: int, body: Any, response: Response) -> Step:
-        schema = response_type(ApiKey.FETCH, version)
-        topics = per_partition(
-            schema,
-            body,
-            FETCH,
-            response,
-            answered_type=FetchResponse,
-            entry=lambda p, r, fallback: {
-                "partition_index": p.partition,
-                "error_code": r.error_code if r is not None else fallback,
-                "high_watermark": r.high_watermark if r is not None else -1,
-                "last_stable_offset": r.high_watermark if r is not None else -1,
-                "log_start_offset": r.log_start_offset if r is not None else -1,
-                "aborted_transactions": None,
-                "preferred_read_replica": -1,
-                "records": r.records if r is not None else b"",  # empty, never null
-            },
-        )
-        return Answer(
-            build(
-                schema,
-                throttle_time=NO_THROTTLE,
-                error_code=ErrorCode.NONE,
-                session_id=0,
-                responses=topics,
-            )
-        )
-
-    # -- ListOffsets ----------------------------------------------------------------------------
+        return fetch(self.replica_manager, header.api_version, body)
 
     def _list_offsets(self, header: RequestHeader, body: Any) -> Step:
-        version = header.api_version
-        request = ListOffsetsRequest(
-            partitions=tuple(
-                ListOffsetsPartition(
-                    topic=topic.name,
-                    partition=int(p.partition_index),
-                    timestamp=int(p.timestamp),
-                    current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
-                )
-                for topic in body.topics
-                for p in topic.partitions
-            )
-        )
-
-        def answered(response: Response) -> Step:
-            schema = response_type(ApiKey.LIST_OFFSETS, version)
-            topics = per_partition(
-                schema,
-                body,
-                LIST_OFFSETS,
-                response,
-                answered_type=ListOffsetsResponse,
-                entry=lambda p, r, fallback: {
-                    "partition_index": p.partition_index,
-                    "error_code": r.error_code if r is not None else fallback,
-                    "timestamp": r.timestamp if r is not None else -1,
-                    "offset": r.offset if r is not None else -1,
-                    "leader_epoch": r.leader_epoch if r is not None else -1,
-                },
-            )
-            return Answer(build(schema, throttle_time=NO_THROTTLE, topics=topics))
-
-        return Ask(self.replica_manager, request, answered)
+        return list_offsets(self.replica_manager, header.api_version, body)
 
     # -- OffsetForLeaderEpoch -------------------------------------------------------------------
 
@@ -394,6 +315,8 @@ class KafkaApis:
         return self.topic_admin_apis.delete_topics(header.api_version, body)
 
     def _init_producer_id(self, header: RequestHeader, body: Any) -> Step:
+        if body.transactional_id is not None:  # the transaction coordinator's
+            return self.txn_apis.init_producer_id(header.api_version, body)
         return self.admin_apis.init_producer_id(header.api_version, body)
 
     def _describe_configs(self, header: RequestHeader, body: Any) -> Step:
@@ -422,6 +345,15 @@ class KafkaApis:
         ApiKey.LIST_OFFSETS: _list_offsets,
         ApiKey.OFFSET_FOR_LEADER_EPOCH: _offset_for_leader_epoch,
         ApiKey.INIT_PRODUCER_ID: _init_producer_id,
+        ApiKey.ADD_PARTITIONS_TO_TXN: _txn(TxnApis.add_partitions_to_txn),
+        ApiKey.ADD_OFFSETS_TO_TXN: _txn(TxnApis.add_offsets_to_txn),
+        ApiKey.END_TXN: _txn(TxnApis.end_txn),
+        ApiKey.WRITE_TXN_MARKERS: lambda apis, header, body: write_txn_markers(
+            apis.broker_id, header.api_version, body
+        ),
+        ApiKey.TXN_OFFSET_COMMIT: lambda apis, h, b: apis.txn_apis.txn_offset_commit(h, b),
+        ApiKey.DESCRIBE_TRANSACTIONS: _txn(TxnApis.describe_transactions),
+        ApiKey.LIST_TRANSACTIONS: _txn(TxnApis.list_transactions),
         ApiKey.CREATE_TOPICS: _create_topics,
         ApiKey.DELETE_TOPICS: _delete_topics,
         ApiKey.DESCRIBE_CONFIGS: _describe_configs,

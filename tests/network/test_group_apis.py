@@ -265,10 +265,13 @@ def test_find_coordinator_without_metadata_is_coordinator_not_available(failure:
 
 
 @pytest.mark.parametrize("version", [1, 2])
-def test_find_coordinator_of_a_transaction_coordinator_is_not_available(version: int) -> None:
-    body = find_coordinator_request(version, key="a-transactional-id", key_type=1)
+def test_find_coordinator_of_an_unknown_key_type_is_an_invalid_request(version: int) -> None:
+    # key type 1 (a transactional id) is tests/network/test_txn_apis.py's
+    body = find_coordinator_request(version, key="a-key", key_type=2)
     step = handle(apis(), ApiKey.FIND_COORDINATOR, version, body)
-    assert coordinator_of(step, version) == UNAVAILABLE  # answered at once, nothing asked
+    response = answer(step, ApiKey.FIND_COORDINATOR, version)  # answered at once
+    assert (response.error_code, response.node_id) == (ErrorCode.INVALID_REQUEST, -1)
+    assert response.error_message == "Unknown coordinator type 2 in FindCoordinator request"
 
 
 @pytest.mark.parametrize(

@@ -110,6 +110,29 @@ from kafkactor.messages.replication import (
     UpdateMetadataResponse,
 )
 from kafkactor.messages.topic_purgatory import TopicOperationResult
+from kafkactor.messages.transaction import (
+    AddOffsetsToTxnRequest,
+    AddOffsetsToTxnResponse,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+    EndTxnRequest,
+    EndTxnResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ListTransactionsRequest,
+    ListTransactionsResponse,
+    TransactionDescription,
+    TxnMarkerPartitionResult,
+    TxnMarkerResult,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+    TxnPartition,
+    TxnPartitionError,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+)
 from kafkactor.network.api_versions import SUPPORTED, ApiKey
 from kafkactor.network.codec import UNSUPPORTED_API_VERSIONS, encode_response, nested
 from kafkactor.network.kafka_apis import (
@@ -123,6 +146,7 @@ from kafkactor.network.kafka_apis import (
     Step,
 )
 from kafkactor.network.request_channel import RequestHeader
+from kafkactor.storage import Record, build_batch
 from tests.network.wire import (
     TOPIC,
     api_versions_request,
@@ -625,16 +649,39 @@ def test_produce_refused_as_a_whole_answers_the_code_for_every_partition() -> No
     assert body.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_REQUIRED_ACKS
 
 
-def test_a_transactional_produce_is_refused_without_touching_the_log() -> None:
-    body = produce_request(8, batch(b"a"), acks=-1, transactional_id="tx-1")
+def _transactional_batch() -> bytes:
+    return build_batch(
+        [Record(None, b"a", 1_000)],
+        0,
+        producer_id=9,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=True,
+    )
+
+
+@pytest.mark.parametrize("transactional", [False, True], ids=["plain-batch", "txn-batch"])
+def test_a_produce_with_a_transactional_id_names_it_to_the_replica_manager(
+    transactional: bool,
+) -> None:
+    records = _transactional_batch() if transactional else batch(b"a")
+    body = produce_request(8, records, acks=-1, transactional_id="tx-1")
+    asked = ask(handle(apis(), ApiKey.PRODUCE, 8, body), ProduceRequest)
+    assert asked.request.transactional_id == "tx-1"
+    assert asked.request.from_coordinator is False  # never from the wire
+
+
+def test_transactional_records_without_a_transactional_id_are_refused_untouched() -> None:
+    # Kafka's handleProduceRequest: the whole request fails, nothing is appended
+    body = produce_request(8, _transactional_batch(), acks=-1)
     step = handle(apis(), ApiKey.PRODUCE, 8, body)
     response = answer(step, ApiKey.PRODUCE, 8)  # answered at once: no Ask
     code = response.responses[0].partition_responses[0].error_code
     assert code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
 
-def test_a_transactional_produce_with_acks_0_is_not_answered() -> None:
-    body = produce_request(8, batch(b"a"), acks=0, transactional_id="tx-1")
+def test_transactional_records_without_a_transactional_id_and_acks_0_close() -> None:
+    body = produce_request(8, _transactional_batch(), acks=0)
     step = handle(apis(), ApiKey.PRODUCE, 8, body)
     assert isinstance(step, Close | NoAnswer)
 
@@ -972,7 +1019,9 @@ def _plausible_answer(step: Ask) -> Response:
     if isinstance(request, MetadataRequest):
         offsets = request.topics == (OFFSETS_TOPIC,)  # FindCoordinator's: all led by broker 2
         return metadata_of(OFFSETS_LED) if offsets else metadata_of(LED, unknown("other"))
-    if step.address == addresses.group_coordinator(BROKER):
+    if step.address == addresses.group_coordinator(BROKER) and not isinstance(
+        request, TxnOffsetCommitRequest
+    ):
         return _plausible_group_answer(request)
     answer_to = _PLAUSIBLE.get(type(request))
     if answer_to is None:
@@ -1043,6 +1092,45 @@ _PLAUSIBLE: dict[type[Request], Callable[[Any], Response]] = {
             DeleteRecordsPartitionResult(topic=p.topic, partition=p.partition, low_watermark=3)
             for p in request.partitions
         )
+    ),
+    InitProducerIdRequest: lambda _: InitProducerIdResponse(producer_id=4000, producer_epoch=2),
+    AddPartitionsToTxnRequest: lambda request: AddPartitionsToTxnResponse(
+        partitions=tuple(
+            TxnPartitionError(topic=p.topic, partition=p.partition) for p in request.partitions
+        )
+    ),
+    AddOffsetsToTxnRequest: lambda _: AddOffsetsToTxnResponse(),
+    EndTxnRequest: lambda _: EndTxnResponse(),
+    TxnOffsetCommitRequest: lambda request: TxnOffsetCommitResponse(
+        partitions=tuple(
+            TxnPartitionError(topic=p.topic, partition=p.partition) for p in request.partitions
+        )
+    ),
+    WriteTxnMarkersRequest: lambda request: WriteTxnMarkersResponse(
+        markers=tuple(
+            TxnMarkerResult(
+                producer_id=m.producer_id,
+                partitions=tuple(
+                    TxnMarkerPartitionResult(topic=p.topic, partition=p.partition)
+                    for p in m.partitions
+                ),
+            )
+            for m in request.markers
+        )
+    ),
+    DescribeTransactionsRequest: lambda request: DescribeTransactionsResponse(
+        transactions=tuple(
+            TransactionDescription(
+                transactional_id=t,
+                state="Ongoing",
+                transaction_start_time_ms=1_700_000_000_000,  # kio reads no negative time
+                partitions=(TxnPartition(topic=TOPIC, partition=0),),
+            )
+            for t in request.transactional_ids
+        )
+    ),
+    ListTransactionsRequest: lambda _: ListTransactionsResponse(
+        transactions=(TransactionDescription(transactional_id="t", state="Ongoing"),)
     ),
     DescribeLogDirsRequest: lambda _: DescribeLogDirsResponse(
         dirs=(

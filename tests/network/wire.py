@@ -290,6 +290,144 @@ def _init_producer_id_request(version: int) -> Any:
     return make(schema, transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60))
 
 
+# -- transactions ----------------------------------------------------------------------------
+
+TXN_ID: Final = "a-transactional-id"
+PRODUCER_ID: Final = 4_000_000_001
+PRODUCER_EPOCH: Final = 7
+
+
+def init_transactional_producer_id_request(
+    version: int,
+    *,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    timeout_ms: int = 45_000,
+) -> Any:
+    """InitProducerId with a transactional id (v3+: the id and epoch of a recovering producer)."""
+    schema = request_schema(ApiKey.INIT_PRODUCER_ID, version)
+    return make(
+        schema,
+        transactional_id=TXN_ID,
+        transaction_timeout=datetime.timedelta(milliseconds=timeout_ms),
+        producer_id=i64(producer_id),
+        producer_epoch=i16(producer_epoch),
+    )
+
+
+def add_partitions_to_txn_request(
+    version: int, partitions: Mapping[str, Sequence[int]] | None = None
+) -> Any:
+    schema = request_schema(ApiKey.ADD_PARTITIONS_TO_TXN, version)
+    topic = nested(schema, "AddPartitionsToTxnTopic")
+    wanted = partitions if partitions is not None else {TOPIC: (0, 1), "other": (2,)}
+    return make(
+        schema,
+        v3_and_below_transactional_id=TXN_ID,
+        v3_and_below_producer_id=i64(PRODUCER_ID),
+        v3_and_below_producer_epoch=i16(PRODUCER_EPOCH),
+        v3_and_below_topics=tuple(
+            make(topic, name=t, partitions=tuple(i32(p) for p in ps)) for t, ps in wanted.items()
+        ),
+    )
+
+
+def add_offsets_to_txn_request(version: int) -> Any:
+    schema = request_schema(ApiKey.ADD_OFFSETS_TO_TXN, version)
+    return make(
+        schema,
+        transactional_id=TXN_ID,
+        producer_id=i64(PRODUCER_ID),
+        producer_epoch=i16(PRODUCER_EPOCH),
+        group_id=GROUP,
+    )
+
+
+def end_txn_request(version: int, *, committed: bool = True) -> Any:
+    schema = request_schema(ApiKey.END_TXN, version)
+    return make(
+        schema,
+        transactional_id=TXN_ID,
+        producer_id=i64(PRODUCER_ID),
+        producer_epoch=i16(PRODUCER_EPOCH),
+        committed=committed,
+    )
+
+
+def txn_offset_commit_request(version: int) -> Any:
+    schema = request_schema(ApiKey.TXN_OFFSET_COMMIT, version)
+    topic = nested(schema, "TxnOffsetCommitRequestTopic")
+    partition = nested(schema, "TxnOffsetCommitRequestPartition")
+    return make(
+        schema,
+        transactional_id=TXN_ID,
+        group_id=GROUP,
+        producer_id=i64(PRODUCER_ID),
+        producer_epoch=i16(PRODUCER_EPOCH),
+        generation_id=i32(3),
+        member_id=MEMBER,
+        group_instance_id=None,
+        topics=(
+            make(
+                topic,
+                name=TOPIC,
+                partitions=tuple(
+                    make(
+                        partition,
+                        partition_index=i32(p),
+                        committed_offset=i64(100 + p),
+                        committed_leader_epoch=i32(5),
+                        committed_metadata=f"m{p}",
+                    )
+                    for p in (0, 1)
+                ),
+            ),
+        ),
+    )
+
+
+def write_txn_markers_request(version: int) -> Any:
+    schema = request_schema(ApiKey.WRITE_TXN_MARKERS, version)
+    marker = nested(schema, "WritableTxnMarker")
+    topic = nested(schema, "WritableTxnMarkerTopic")
+    return make(
+        schema,
+        markers=(
+            make(
+                marker,
+                producer_id=i64(PRODUCER_ID),
+                producer_epoch=i16(PRODUCER_EPOCH),
+                transaction_result=True,
+                coordinator_epoch=i32(4),
+                topics=(
+                    make(topic, name=TOPIC, partition_indexes=(i32(0), i32(1))),
+                    make(topic, name="__consumer_offsets", partition_indexes=(i32(12),)),
+                ),
+            ),
+            make(
+                marker,
+                producer_id=i64(PRODUCER_ID + 1),
+                producer_epoch=i16(0),
+                transaction_result=False,
+                coordinator_epoch=i32(4),
+                topics=(make(topic, name=TOPIC, partition_indexes=(i32(2),)),),
+            ),
+        ),
+    )
+
+
+def describe_transactions_request(version: int) -> Any:
+    schema = request_schema(ApiKey.DESCRIBE_TRANSACTIONS, version)
+    return make(schema, transactional_ids=(TXN_ID, "unknown-id"))
+
+
+def list_transactions_request(version: int) -> Any:
+    schema = request_schema(ApiKey.LIST_TRANSACTIONS, version)
+    return make(
+        schema, state_filters=("Ongoing", "Nonsense"), producer_id_filters=(i64(PRODUCER_ID),)
+    )
+
+
 def describe_configs_request(
     version: int,
     resources: Sequence[tuple[int, str, Sequence[str] | None]] = ((2, TOPIC, None),),
@@ -630,6 +768,13 @@ _SAMPLES: Final[dict[ApiKey, Callable[[int], Any]]] = {
     ApiKey.CREATE_TOPICS: _create_topics_request,
     ApiKey.DELETE_TOPICS: _delete_topics_request,
     ApiKey.INIT_PRODUCER_ID: _init_producer_id_request,
+    ApiKey.ADD_PARTITIONS_TO_TXN: add_partitions_to_txn_request,
+    ApiKey.ADD_OFFSETS_TO_TXN: add_offsets_to_txn_request,
+    ApiKey.END_TXN: end_txn_request,
+    ApiKey.WRITE_TXN_MARKERS: write_txn_markers_request,
+    ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit_request,
+    ApiKey.DESCRIBE_TRANSACTIONS: describe_transactions_request,
+    ApiKey.LIST_TRANSACTIONS: list_transactions_request,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: _offset_for_leader_epoch_request,
     ApiKey.FIND_COORDINATOR: find_coordinator_request,
     ApiKey.JOIN_GROUP: join_group_request,
