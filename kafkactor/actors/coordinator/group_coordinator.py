@@ -380,6 +380,7 @@ class GroupCoordinatorCore:
         outcome = delete_offsets(self.groups.get(group_id), partitions, now_ms)
         if outcome.group_removed:
             del self.groups[group_id]
+            self.txn_offsets.positions.pop(group_id, None)
         return outcome
 
     # -- DescribeGroups, ListGroups, DeleteGroups ------------------------------------------------
@@ -426,6 +427,7 @@ class GroupCoordinatorCore:
                 group.transition_to(GroupState.DEAD, now_ms)
                 removed = group.remove_all_offsets()
                 del self.groups[group_id]
+                self.txn_offsets.positions.pop(group_id, None)  # pending offsets stay
                 metadata = group.generation_id > 0
                 if removed or metadata:
                     tombstones.append(GroupTombstones(group_id, tuple(removed), metadata))
