@@ -352,7 +352,8 @@ class GroupCoordinatorCore:
     ) -> tuple[ErrorCode, dict[TopicPartition, OffsetFetchPartition]]:
         """An OffsetFetch of `partitions` (None: every partition with a committed offset), in
         any group state. A partition without one answers offset -1; with `require_stable`
-        (KIP-447) one with a commit in flight answers UNSTABLE_OFFSET_COMMIT."""
+        (KIP-447) one with a commit in flight, or a transaction's offset pending (even for a
+        group deleted meanwhile), answers UNSTABLE_OFFSET_COMMIT."""
         error = self._status_error(group_id, empty_id_allowed=True)
         if error is not None:
             return error, {}
