@@ -456,5 +456,7 @@ class GroupCoordinatorActor(TxnOffsetHandlers):
         return {
             "groups": len(self.core.groups),
             "owned_partitions": sorted(self.core.owned_partitions),
+            # groups with a transaction's offsets pending (their marker not yet written)
+            "txn_pending_groups": len(self.core.txn_offsets.pending),
             **self.purgatories.describe(),
         }

@@ -40,6 +40,7 @@ from tests.actors.coordinator.test_coordinator_actor import (
     answer,
     broker_config,
     commit_errors,
+    coordinator_view,
     start,
 )
 from tests.replication.support import settle_actor, wait_until
@@ -137,6 +138,7 @@ def test_a_transactions_offsets_are_appended_as_its_batch_and_visible_after_the_
     assert groups.committed(group) == {}  # pending: not committed yet
     assert stable(groups, group, 0, 1) == {0: (UNSTABLE, -1), 1: (UNSTABLE, -1)}
     assert groups.describe(group).state == "Empty"  # created by the commit
+    assert coordinator_view(groups.cluster, 1)["txn_pending_groups"] >= 1
 
     marker(groups, group, 5001, committed=True)
 
@@ -210,3 +212,4 @@ def test_a_reload_replays_committed_aborted_and_open_transactions(groups: Groups
 
     wait_until(marked, message="the commit marker of the open transaction to be written")
     assert groups.committed(group) == {0: 10, 1: 1, 2: 30}
+    assert coordinator_view(cluster, 1)["txn_pending_groups"] == 0
