@@ -32,6 +32,8 @@ from kafkactor.actors.replication import (
 from kafkactor.actors.replication.producer_ids import producer_id_manager
 from kafkactor.actors.replication.topic_purgatory import TopicPurgatoryActor
 from kafkactor.actors.runtime import Client, Directory, RequestTimeoutError, addresses
+from kafkactor.actors.transaction import TransactionConfig
+from kafkactor.actors.transaction.coordinator_actor import TransactionCoordinatorActor
 from kafkactor.messages import ErrorCode, ErrorResponse
 from kafkactor.messages.controller import (
     ControlledShutdownRequest,
@@ -65,6 +67,8 @@ class BrokerConfig:
     fetch_purgatory_purge_interval: int = 1000  # fetch.purgatory.purge.interval.requests
     apis: KafkaApisConfig = field(default_factory=KafkaApisConfig)
     group: GroupConfig = field(default_factory=GroupConfig)  # the group coordinator's settings
+    # the transaction coordinator's (transaction.*, transactional.id.expiration.ms)
+    transaction: TransactionConfig = field(default_factory=TransactionConfig)
     # the controller's (auto.leader.rebalance.enable, leader.imbalance.*)
     controller: ControllerConfig = field(default_factory=ControllerConfig)
     # the broker's static properties as DescribeConfigs lists them (set by the properties
@@ -250,6 +254,18 @@ class Broker:
                 logs=self.logs,
                 config=self.config.group,
             ),
+            TransactionCoordinatorActor.start(
+                addresses.transaction_coordinator(broker),
+                directory,
+                self.timer,
+                clock,
+                broker,
+                logs=self.logs,
+                scheduler=self.scheduler,
+                producer_ids=self._producer_id_source(),
+                config=self.config.transaction,
+                offsets_topic_partitions=self.config.group.offsets_topic_partitions,
+            ),
         ]
         for ref, address in zip(
             self.refs,
@@ -261,6 +277,7 @@ class Broker:
                 addresses.topic_purgatory(broker),
                 addresses.replica_manager(broker),
                 addresses.group_coordinator(broker),
+                addresses.transaction_coordinator(broker),
             ],
             strict=True,
         ):
@@ -310,17 +327,11 @@ class Broker:
     def _start_network(self) -> None:
         assert self.listener is not None
         broker = self.broker_id
-        producer_ids = self.producer_ids
-        if producer_ids is None:  # blocks claimed in ZooKeeper (or in this process without it)
-            session = self.zookeeper
-            producer_ids = producer_id_manager(
-                broker, _CurrentClient(session) if session is not None else None
-            )
         apis = KafkaApis(
             broker,
             self.config.apis,
             admin=self.admin,
-            producer_ids=producer_ids,
+            producer_ids=self._producer_id_source(),
             group=self.config.group,
             properties=self.config.properties
             or BrokerProperties(log_config=self.config.log_manager.default_log_config),
@@ -339,6 +350,17 @@ class Broker:
         server = SocketServer(broker, self.directory, self.listener, clock=self.clock).start()
         self.socket_server = server
         self.listener = replace(self.listener, host=server.host, port=server.port)
+
+    def _producer_id_source(self) -> ProducerIdSource:
+        """The broker's one producer id manager, shared by InitProducerId of idempotent
+        producers and the transaction coordinator: blocks claimed in ZooKeeper (or in this
+        process without it), unless the broker was given a source."""
+        if self.producer_ids is None:
+            session = self.zookeeper
+            self.producer_ids = producer_id_manager(
+                self.broker_id, _CurrentClient(session) if session is not None else None
+            )
+        return self.producer_ids
 
     def _topic_config_repository(self) -> TopicConfigRepository:
         """Where DescribeConfigs reads a topic's overrides: `/config/topics/<t>` with

@@ -92,6 +92,7 @@ class ErrorCode(enum.IntEnum):
     )
     UNKNOWN_TOPIC_ID = 100  # KIP-516: a request names a topic by an id no topic has
     INCONSISTENT_TOPIC_ID = 103  # KIP-516: a replica's log holds another topic id
+    TRANSACTIONAL_ID_NOT_FOUND = 105  # KIP-664: DescribeTransactions of an unknown id
     # KIP-919: a DescribeCluster (v1+) for controllers sent to a broker, or for an unknown type
     MISMATCHED_ENDPOINT_TYPE = 114
     UNSUPPORTED_ENDPOINT_TYPE = 115

@@ -89,6 +89,10 @@ def _group(name: str, attr: str, kind: Kind) -> Setting:
     return Setting(name, ("broker", "group", attr), kind)
 
 
+def _txn(name: str, attr: str, kind: Kind) -> Setting:
+    return Setting(name, ("broker", "transaction", attr), kind)
+
+
 def _controller(name: str, attr: str, kind: Kind) -> Setting:
     return Setting(name, ("broker", "controller", attr), kind)
 
@@ -222,6 +226,32 @@ SECTIONS: Final = (
         ),
     ),
     Section(
+        "Transaction Coordinator",
+        "Transactions and __transaction_state (TransactionConfig).",
+        (
+            _txn("transaction.max.timeout.ms", "max_timeout_ms", POSITIVE),
+            _txn("transactional.id.expiration.ms", "transactional_id_expiration_ms", POSITIVE),
+            _txn(
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                "abort_timed_out_transactions_interval_ms",
+                POSITIVE,
+            ),
+            _txn(
+                "transaction.remove.expired.transaction.cleanup.interval.ms",
+                "remove_expired_transactional_ids_interval_ms",
+                POSITIVE,
+            ),
+            _txn("transaction.state.log.num.partitions", "state_log_num_partitions", POSITIVE),
+            _txn(
+                "transaction.state.log.replication.factor",
+                "state_log_replication_factor",
+                POSITIVE,
+            ),
+            _txn("transaction.state.log.min.isr", "state_log_min_isr", POSITIVE),
+            _txn("transaction.state.log.segment.bytes", "state_log_segment_bytes", POSITIVE),
+        ),
+    ),
+    Section(
         "Log Manager",
         "Retention, flushing, checkpoints and the log cleaner (LogManagerConfig);\n"
         "log.cleaner.threads is 0 (no compaction) or 1.",
@@ -315,7 +345,6 @@ ALIASES: Final = {
 
 _THREADS = "kafkactor's actors and event loop have no such pool"
 _BUFFERS = "the log cleaner's buffers are not preallocated"
-_TRANSACTIONS = "transactions are not built"
 _METRICS = "no metrics reporters: the event log records what happens"
 # Kafka settings accepted and ignored, with the reason; `KafkaConfig.ignored` names those met.
 IGNORED: Final = {
@@ -336,12 +365,6 @@ IGNORED: Final = {
     "metrics.num.samples": _METRICS,
     "metrics.sample.window.ms": _METRICS,
     "metrics.recording.level": _METRICS,
-    "transaction.state.log.replication.factor": _TRANSACTIONS,
-    "transaction.state.log.min.isr": _TRANSACTIONS,
-    "transaction.state.log.num.partitions": _TRANSACTIONS,
-    "transaction.state.log.segment.bytes": _TRANSACTIONS,
-    "transactional.id.expiration.ms": _TRANSACTIONS,
-    "transaction.max.timeout.ms": _TRANSACTIONS,
     "offsets.retention.minutes": "committed offsets do not expire here",
     "offsets.retention.check.interval.ms": "committed offsets do not expire here",
 }

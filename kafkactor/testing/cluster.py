@@ -25,10 +25,12 @@ from kafkactor.actors.controller import zk_data
 from kafkactor.actors.controller.add_partitions import plan_added_partitions
 from kafkactor.actors.controller.admin_zk import AdminZkClient, plan_assignment
 from kafkactor.actors.runtime import Client, Directory, addresses
+from kafkactor.actors.transaction import transaction_state_topic_config
 from kafkactor.clients import Consumer, Producer
 from kafkactor.common import (
     LEADER_DURING_DELETE,
     OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
     BrokerEndpoint,
     PartitionLeaderState,
     TopicExistsError,
@@ -832,6 +834,17 @@ class Cluster:
             partitions, live = self.config.group.offsets_topic_partitions, self.live_brokers()
             factor = min(self.config.apis.offsets_topic_replication_factor, len(live))
             self.create_topic(OFFSETS_TOPIC, partitions, factor, OFFSETS_TOPIC_CONFIG)
+
+    def create_transaction_state_topic(self) -> None:
+        """Create `__transaction_state` unless it exists (`transaction.state.log.num.partitions`
+        partitions, replication factor min(transaction.state.log.replication.factor, live
+        brokers), compacted, Kafka's configs), as a broker does on the first FindCoordinator
+        for a transactional id."""
+        with contextlib.suppress(TopicExistsError):
+            txn, live = self.config.transaction, self.live_brokers()
+            factor = min(txn.state_log_replication_factor, len(live))
+            config = transaction_state_topic_config(txn, factor)
+            self.create_topic(TRANSACTION_STATE_TOPIC, txn.state_log_num_partitions, factor, config)
 
     # -- faults ----------------------------------------------------------------------------------
 

@@ -30,8 +30,8 @@ def test_kill_broker_stops_every_actor_of_that_broker(cluster: Cluster) -> None:
         a: actor_ref(cluster, a) for a in cluster.directory.addresses() if a.startswith(prefix)
     }
     # Its reaper, four purgatories (produce, fetch, DeleteRecords, topic), replica manager,
-    # group coordinator, six partitions and a fetcher per leader.
-    assert len(doomed) == 7 + PARTITIONS + 2, sorted(doomed)
+    # group and transaction coordinators, six partitions and a fetcher per leader.
+    assert len(doomed) == 8 + PARTITIONS + 2, sorted(doomed)
     assert cluster.brokers[3].actor_count() == len(doomed)
     others = {b: cluster.brokers[b].actor_count() for b in (1, 2)}
 

@@ -18,6 +18,7 @@ import pytest
 
 from kafkactor.actors.broker import BrokerConfig
 from kafkactor.actors.controller.controller_config import ControllerConfig
+from kafkactor.actors.transaction import TransactionConfig
 from kafkactor.network.socket_server import SocketServerConfig
 from kafkactor.server import ConfigError, EndPoint, KafkaConfig
 from kafkactor.server.config import SharedBrokerConfig
@@ -66,6 +67,14 @@ offset.metadata.max.bytes=1024
 group.min.session.timeout.ms=1000
 group.max.session.timeout.ms=60000
 group.initial.rebalance.delay.ms=0
+transaction.max.timeout.ms=600000
+transactional.id.expiration.ms=86400000
+transaction.abort.timed.out.transaction.cleanup.interval.ms=5000
+transaction.remove.expired.transaction.cleanup.interval.ms=60000
+transaction.state.log.num.partitions=8
+transaction.state.log.replication.factor=2
+transaction.state.log.min.isr=1
+transaction.state.log.segment.bytes=1048576
 log.retention.check.interval.ms=1000
 log.flush.scheduler.interval.ms=500
 log.flush.offset.checkpoint.interval.ms=30000
@@ -187,6 +196,16 @@ def test_a_full_file_sets_every_supported_property(tmp_path: Path) -> None:
     assert (group.offsets_topic_partitions, group.offset_metadata_max_bytes) == (10, 1024)
     assert (group.min_session_timeout_ms, group.max_session_timeout_ms) == (1000, 60_000)
     assert group.initial_rebalance_delay_ms == 0
+    assert broker.transaction == TransactionConfig(
+        max_timeout_ms=600_000,
+        transactional_id_expiration_ms=86_400_000,
+        abort_timed_out_transactions_interval_ms=5000,
+        remove_expired_transactional_ids_interval_ms=60_000,
+        state_log_num_partitions=8,
+        state_log_replication_factor=2,
+        state_log_min_isr=1,
+        state_log_segment_bytes=1_048_576,
+    )
     manager = broker.log_manager
     assert (manager.retention_check_interval_ms, manager.flush_check_interval_ms) == (1000, 500)
     assert manager.recovery_point_checkpoint_interval_ms == 30_000
@@ -278,9 +297,9 @@ def test_kafka_3_9_stock_server_properties_loads_with_its_ignored_settings(
         "socket.send.buffer.bytes",
         "socket.receive.buffer.bytes",
         "num.recovery.threads.per.data.dir",
-        "transaction.state.log.replication.factor",
-        "transaction.state.log.min.isr",
     )
+    transaction = config.broker.transaction
+    assert (transaction.state_log_replication_factor, transaction.state_log_min_isr) == (1, 1)
 
 
 def test_java_properties_syntax_is_read_as_java_reads_it(tmp_path: Path) -> None:
