@@ -333,6 +333,7 @@ class Broker:
             admin=self.admin,
             producer_ids=self._producer_id_source(),
             group=self.config.group,
+            transaction=self.config.transaction,
             properties=self.config.properties
             or BrokerProperties(log_config=self.config.log_manager.default_log_config),
             topic_configs=self._topic_config_repository(),
