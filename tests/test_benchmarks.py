@@ -35,9 +35,11 @@ SCRIPTS = (
     "purgatory_bench",
     "storage_bench",
     "timer_bench",
+    "txn_bench",
     "wire_bench",
 )
 WAIT_S = 60
+ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 KILLED_WAIT_S = 10  # for a killed script's pipes to close
 
 
@@ -205,6 +207,29 @@ def test_wire_bench(runs: dict[str, Run]) -> None:
         assert run[startup]["error"] == "" and run[startup]["total_s"] > 0, startup
     verdicts = [row["met"] for row in document["summary"] if row["goal"]]
     assert len(verdicts) == 4 and set(verdicts) <= {"met", "not met"}
+
+
+@pytest.mark.timeout(WAIT_S + 10)
+def test_txn_bench(runs: dict[str, Run]) -> None:
+    pytest.importorskip("confluent_kafka")  # the clients it measures (librdkafka)
+    stdout, document = runs["txn_bench"].wait()
+    for title in (
+        "commit latency p99",
+        "transactional / plain",
+        "read_committed / read_uncommitted",
+    ):
+        assert title in stdout, title
+    [run] = document["runs"]
+    assert [t["size"] for t, _ in run["produce"]] == list(document["parameters"]["sizes"])
+    for transactional, plain in run["produce"]:
+        assert (transactional["mode"], plain["mode"]) == ("transactional", "plain")
+        for result in (transactional, plain):
+            assert result["errors"] == 0 and result["delivered"] == result["records"], result
+        assert 0 < transactional["p50_ms"] <= transactional["p99_ms"], transactional
+    committed, uncommitted = run["consume"]
+    assert (committed["isolation"], uncommitted["isolation"]) == ISOLATION_LEVELS
+    for consumed in (committed, uncommitted):
+        assert consumed["records"] == consumed["expected"] > 0 and consumed["errors"] == 0
 
 
 def _still_running(pid: int, marker: str) -> bool:
