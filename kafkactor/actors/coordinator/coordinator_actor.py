@@ -294,6 +294,7 @@ class GroupCoordinatorActor(TxnOffsetHandlers):
             groups=len(loaded_groups),
             records=replay.records,
             skipped=replay.skipped + replay.corrupt,
+            open_transactions=sum(1 for offsets in replay.pending.values() if offsets),
             duration_ms=int((time.monotonic() - started) * 1000),
             error=error,
         )
