@@ -181,6 +181,7 @@ class Consumer:
                 enable_auto_commit=enable_auto_commit,
                 auto_commit_interval_ms=auto_commit_interval_ms,
                 assignors=partition_assignment_strategy,
+                require_stable=self._isolation == READ_COMMITTED,
             )
 
     @property

@@ -58,13 +58,26 @@ def _committed(response: Any) -> dict[TopicPartition, int]:
     return {TopicPartition.of(p): p.offset for p in response.partitions if p.offset >= 0}
 
 
-def _offset_fetch(group_id: str, partitions: Sequence[TopicPartition]) -> OffsetFetchRequest:
+def _offset_fetch(
+    group_id: str, partitions: Sequence[TopicPartition], require_stable: bool
+) -> OffsetFetchRequest:
     return OffsetFetchRequest(
         group_id=group_id,
         partitions=tuple(
             OffsetFetchPartitionRequest(topic=tp.topic, partition=tp.partition) for tp in partitions
         ),
+        require_stable=require_stable,
     )
+
+
+def _fetch_error(response: Any) -> ErrorCode:
+    """An OffsetFetch answer's error; UNSTABLE_OFFSET_COMMIT when a partition's offset is
+    still pending in a transaction (KIP-447: Kafka's consumer retries the whole fetch)."""
+    code = error_code(response)
+    unstable = isinstance(response, OffsetFetchResponse) and any(
+        p.error_code is ErrorCode.UNSTABLE_OFFSET_COMMIT for p in response.partitions
+    )
+    return ErrorCode.UNSTABLE_OFFSET_COMMIT if code is ErrorCode.NONE and unstable else code
 
 
 class ConsumerCoordinator(AbstractCoordinator):
@@ -109,6 +122,7 @@ class ConsumerCoordinator(AbstractCoordinator):
         enable_auto_commit: bool = True,
         auto_commit_interval_ms: int = 5_000,
         assignors: Sequence[str] = ("range",),
+        require_stable: bool = False,
     ) -> None:
         if not assignors or any(name not in ASSIGNORS for name in assignors):
             raise ValueError(f"partition assignment strategies must be among {sorted(ASSIGNORS)}")
@@ -127,6 +141,7 @@ class ConsumerCoordinator(AbstractCoordinator):
         self.enable_auto_commit = enable_auto_commit
         self.auto_commit_interval_ms = auto_commit_interval_ms
         self.assignors = tuple(assignors)
+        self.require_stable = require_stable  # a read_committed consumer's (KIP-447)
         self._subscription: tuple[str, ...] = ()
         self._to_fetch: tuple[TopicPartition, ...] | None = None  # assigned, offsets unknown
         self._fetching: InFlight | None = None  # their OffsetFetch
@@ -243,7 +258,7 @@ class ConsumerCoordinator(AbstractCoordinator):
                 coordinator = self.ensure_coordinator(deadline)
                 if coordinator is None:
                     return False
-                request = _offset_fetch(self.group_id, self._to_fetch)
+                request = _offset_fetch(self.group_id, self._to_fetch, self.require_stable)
                 self._fetching = self.send("offsets", coordinator, request, self.request_timeout_ms)
                 continue
             if not self.wait(pending.future, min(deadline, pending.expires_at)):
@@ -251,7 +266,7 @@ class ConsumerCoordinator(AbstractCoordinator):
                     return False
                 self.client.abandon(pending.future)
             self._fetching = None
-            code = error_code(pending.future.result()) if pending.future.done() else None
+            code = _fetch_error(pending.future.result()) if pending.future.done() else None
             if code is ErrorCode.NONE:
                 self._assigned(_committed(pending.future.result()))
             elif code is None or code in COORDINATOR_ERRORS:
@@ -320,12 +335,16 @@ class ConsumerCoordinator(AbstractCoordinator):
         )
 
     def committed(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int | None]:
-        """The group's committed offsets (None for a partition without one), via OffsetFetch."""
-        response = self.ask(
-            _offset_fetch(self.group_id, partitions),
-            time.monotonic() + self.request_timeout_ms / 1000,
-        )
-        code = error_code(response)
+        """The group's committed offsets (None for a partition without one), via OffsetFetch;
+        with `require_stable`, asked again while a transaction's offset is pending."""
+        deadline = time.monotonic() + self.request_timeout_ms / 1000
+        request = _offset_fetch(self.group_id, partitions, self.require_stable)
+        while True:
+            response = self.ask(request, deadline)
+            code = _fetch_error(response)
+            if code is not ErrorCode.UNSTABLE_OFFSET_COMMIT or time.monotonic() >= deadline:
+                break
+            self._pause.wait(min(self.retry_backoff_ms / 1000, deadline - time.monotonic()))
         if code is not ErrorCode.NONE:
             raise ClientError(code, f"fetching the offsets of group {self.group_id!r}")
         found = _committed(response)

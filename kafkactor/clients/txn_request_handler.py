@@ -13,6 +13,7 @@ from typing import Any
 
 from kafkactor.actors.coordinator.offsets_topic import partition_for
 from kafkactor.actors.runtime import Client, RequestTimeoutError, addresses
+from kafkactor.actors.transaction import partition_for_transactional_id
 from kafkactor.clients.errors import ClientError, TransactionError
 from kafkactor.clients.metadata import ClientMetadata
 from kafkactor.common import NO_LEADER, OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicPartition
@@ -46,20 +47,18 @@ CONCURRENT_TRANSACTIONS_BACKOFF_MS = 20
 
 @dataclass(frozen=True, slots=True)
 class CoordinatorType:
-    """Kafka's FindCoordinator key types: whose partition of which internal topic leads it."""
+    """Kafka's FindCoordinator key types: the internal topic whose partition of a key
+    (`partition_for(key, partitions)`) has the key's coordinator as its leader."""
 
     topic: str
+    partition_for: Callable[[str, int], int]
     address: Callable[[int], str]
 
 
-TRANSACTION = CoordinatorType(TRANSACTION_STATE_TOPIC, addresses.transaction_coordinator)
-GROUP = CoordinatorType(OFFSETS_TOPIC, addresses.group_coordinator)
-
-
-def _partition_for(coordinator: CoordinatorType, key: str, partitions: int) -> int:
-    """The internal-topic partition of `key`: Kafka's `Utils.abs(key.hashCode) % partitions`,
-    for a group id as for a transactional id (TransactionStateManager.partitionFor)."""
-    return partition_for(key, partitions)
+TRANSACTION = CoordinatorType(
+    TRANSACTION_STATE_TOPIC, partition_for_transactional_id, addresses.transaction_coordinator
+)
+GROUP = CoordinatorType(OFFSETS_TOPIC, partition_for, addresses.group_coordinator)
 
 
 class Deadline:
@@ -128,7 +127,7 @@ class TxnRequestHandler:
         try:
             self.metadata.mark_stale(kind.topic)
             count = len(self.metadata.partitions(kind.topic))
-            partition = _partition_for(kind, key, count)
+            partition = kind.partition_for(key, count)
             leader = self.metadata.leader(TopicPartition(topic=kind.topic, partition=partition))
         except ClientError:
             pass  # the topic is not there yet, or no broker answered: looked up again later
