@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from kafkactor.actors.purgatory import PurgatoryActor, RequestOperation
+from kafkactor.actors.replication.list_offsets import READ_COMMITTED
 from kafkactor.actors.replication.request_log import log_fetch_response
 from kafkactor.common import LogOffsetMetadata, TopicPartition
 from kafkactor.messages import ErrorCode
@@ -14,13 +15,21 @@ from kafkactor.messages.offsets import (
 )
 from kafkactor.messages.purgatory import DelayOperation
 from kafkactor.messages.replication import (
+    AbortedTransaction,
     FetchPartition,
     FetchPartitionData,
     FetchResponse,
     FetchSpec,
     PartitionSnapshot,
 )
-from kafkactor.storage import Log, LogClosedError, OffsetOutOfRangeError, StorageError
+from kafkactor.storage import (
+    Log,
+    LogClosedError,
+    OffsetOutOfRangeError,
+    StorageError,
+    batch_size_at,
+    iter_batches,
+)
 
 
 class DelayedFetch(RequestOperation):
@@ -29,8 +38,10 @@ class DelayedFetch(RequestOperation):
     Completes at once when a partition is unknown or no longer led here (cases A and B), when
     a fetch offset and the readable end are on different segments (case C), or once the bytes
     between the fetch offsets and the readable ends (each capped at its partition's fetch
-    size) reach `min_bytes` (case D). Consumers read up to the high watermark, followers up
-    to the log end. On completion, whatever is there is read and returned.
+    size) reach `min_bytes` (case D). Consumers read up to the high watermark (read_committed
+    ones up to the last stable offset, Kafka's FetchTxnCommitted, and are told the aborted
+    transactions in what they read), followers up to the log end. On completion, whatever is
+    there is read and returned, with the partition's last stable offset.
     """
 
     def __init__(self, actor: PurgatoryActor, request: DelayOperation) -> None:
@@ -41,10 +52,13 @@ class DelayedFetch(RequestOperation):
         self.snapshots: dict[str, PartitionSnapshot] = getattr(actor, "snapshots", {})
         self.logs: Mapping[str, Log] = getattr(actor, "logs", {})
         self.from_consumer = spec.replica_id == CONSUMER_REPLICA_ID
+        self.read_committed = self.from_consumer and spec.isolation_level == READ_COMMITTED
         self.keys = [str(TopicPartition.of(p)) for p in spec.partitions]
         self._fetch_positions: dict[str, LogOffsetMetadata] = {}
 
     def _readable_end(self, snapshot: PartitionSnapshot) -> LogOffsetMetadata:
+        if self.read_committed:
+            return snapshot.stable_end
         return snapshot.high_watermark if self.from_consumer else snapshot.log_end
 
     def try_complete(self) -> bool:
@@ -147,6 +161,7 @@ class DelayedFetch(RequestOperation):
                 high_watermark=snapshot.high_watermark.offset if snapshot else -1,
                 log_end_offset=snapshot.log_end.offset if snapshot else -1,
                 log_start_offset=snapshot.log_start_offset if snapshot else -1,
+                last_stable_offset=snapshot.stable_end.offset if snapshot else -1,
             )
 
         if snapshot is None or not snapshot.exists or log is None:
@@ -158,7 +173,8 @@ class DelayedFetch(RequestOperation):
         )
         if leader_error is not None:
             return failed(leader_error)
-        max_offset = snapshot.high_watermark.offset if self.from_consumer else None
+        max_offset = self._readable_end(snapshot).offset if self.from_consumer else None
+        aborted: tuple[AbortedTransaction, ...] = ()
         try:
             if max_offset is not None and wanted.fetch_offset >= max_offset:
                 if wanted.fetch_offset > log.log_end_offset:
@@ -173,6 +189,13 @@ class DelayedFetch(RequestOperation):
                     max_offset,
                     min_one_batch=first,
                 ).records
+                if self.read_committed and records:
+                    aborted = tuple(
+                        AbortedTransaction(producer_id=producer_id, first_offset=first_offset)
+                        for producer_id, first_offset in log.collect_aborted_transactions(
+                            wanted.fetch_offset, _next_offset(records)
+                        )
+                    )
         except OffsetOutOfRangeError as error:
             # the log's own bounds, not the snapshot's: retention may have moved the start since
             return replace(
@@ -192,7 +215,20 @@ class DelayedFetch(RequestOperation):
             log_end_offset=snapshot.log_end.offset,
             log_start_offset=snapshot.log_start_offset,
             records=records,
+            last_stable_offset=snapshot.stable_end.offset,
+            aborted_transactions=aborted,
         )
+
+
+def _next_offset(records: bytes) -> int:
+    """The offset after the last batch of `records` (whole batches, as a log read returns):
+    the upper bound of the range whose aborted transactions a read_committed fetch lists."""
+    position, last = 0, 0
+    while (size := batch_size_at(records, position)) is not None:
+        last = position
+        position += size
+    (batch,) = iter_batches(memoryview(records)[last:position], verify_crc=False)
+    return batch.last_offset + 1
 
 
 def _epoch_error(wanted: FetchPartition, snapshot: PartitionSnapshot) -> ErrorCode | None:

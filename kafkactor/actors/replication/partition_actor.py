@@ -37,6 +37,7 @@ from kafkactor.messages.partition import (
     AppendAsFollower,
     AppendRecords,
     AppendResult,
+    AppendTxnMarker,
     BecomeLeaderOrFollower,
     FollowerAppended,
     FollowerFetchPosition,
@@ -58,6 +59,7 @@ from kafkactor.messages.replication import (
     ProduceResponse,
 )
 from kafkactor.storage import (
+    AppendOrigin,
     CorruptRecordError,
     InvalidAppendOffsetError,
     InvalidProducerEpochError,
@@ -71,7 +73,9 @@ from kafkactor.storage import (
     StorageError,
     UnknownProducerIdError,
     UnsupportedCompressionError,
+    build_control_batch,
 )
+from kafkactor.storage.errors import TransactionCoordinatorFencedError
 from kafkactor.timer import Clock
 
 _log = tracing.get_logger("kafkactor.partition")
@@ -97,6 +101,8 @@ def storage_error_code(error: Exception) -> ErrorCode:  # noqa: PLR0911 - one fl
         return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     if isinstance(error, InvalidProducerEpochError):
         return ErrorCode.INVALID_PRODUCER_EPOCH
+    if isinstance(error, TransactionCoordinatorFencedError):  # a marker of an older coordinator
+        return ErrorCode.TRANSACTION_COORDINATOR_FENCED
     return ErrorCode.KAFKA_STORAGE_ERROR
 
 
@@ -149,31 +155,66 @@ class PartitionActor(TracedActor):
         self.delete_records_purgatory = delete_records_purgatory
         self.is_alive: Callable[[int], bool] = is_alive or (lambda _broker: True)
         self._low_watermark = -1
+        self._lso_position: LogOffsetMetadata | None = None
         if high_watermarks is not None:
             high_watermarks.update(self.tp, state.high_watermark)
+        with contextlib.suppress(StorageError):  # the producer state learns where the HW is
+            log.on_high_watermark(state.high_watermark)
 
     # -- leader: appends and follower positions -----------------------------------------------
 
     @handles(AppendRecords)
     def _on_append(self, request: AppendRecords) -> None:
-        state = self.state
-        error = (
-            state.append_error(request.acks)
-            if not self._stopped
-            else (ErrorCode.NOT_LEADER_FOR_PARTITION)
+        origin = AppendOrigin.COORDINATOR if request.from_coordinator else AppendOrigin.CLIENT
+        self._appended(
+            request, self._append_as_leader(request, request.records, request.acks, origin)
         )
+
+    @handles(AppendTxnMarker)
+    def _on_append_txn_marker(self, request: AppendTxnMarker) -> None:
+        """A transaction's COMMIT or ABORT marker (WriteTxnMarkers): appended as Kafka's
+        coordinator-origin, acks=-1 append of one control batch; the replica manager waits for
+        the ISR. The last stable offset moves once the HW passes it."""
+        marker = build_control_batch(
+            committed=request.committed,
+            producer_id=request.producer_id,
+            producer_epoch=request.producer_epoch,
+            coordinator_epoch=request.coordinator_epoch,
+            timestamp_ms=self.clock.now_ms(),
+            leader_epoch=max(0, self.state.leader_epoch),
+        )
+        result = self._append_as_leader(request, marker, -1, AppendOrigin.COORDINATOR)
+        if result.error_code is ErrorCode.NONE:
+            self.log_event(
+                "partition.marker_appended",
+                topic=self.state.topic,
+                partition=self.state.partition,
+                producer_id=request.producer_id,
+                committed=request.committed,
+                offset=result.first_offset,
+                coordinator_epoch=request.coordinator_epoch,
+            )
+        self.reply(request, result)
+
+    def _append_as_leader(
+        self,
+        request: AppendRecords | AppendTxnMarker,
+        records: bytes,
+        acks: int,
+        origin: AppendOrigin,
+    ) -> AppendResult:
+        """Append as leader, publish the snapshots, and say what was appended (or refused)."""
+        state = self.state
+        error = ErrorCode.NOT_LEADER_FOR_PARTITION
+        if not self._stopped:
+            error = state.append_error(acks)
         if error is not ErrorCode.NONE:
-            self._appended(request, self._append_failed(request, error, ""))
-            return
+            return self._append_failed(request, error, "")
         previous_log_end = self.log.log_end_offset
         try:
-            info = self.log.append_as_leader(request.records, state.leader_epoch)
+            info = self.log.append_as_leader(records, state.leader_epoch, origin=origin)
         except (StorageError, ValueError) as failure:
-            self._appended(
-                request,
-                self._append_failed(request, storage_error_code(failure), str(failure), failure),
-            )
-            return
+            return self._append_failed(request, storage_error_code(failure), str(failure), failure)
         log_end = info.last_offset + 1
         hw_moved = state.maybe_increment_high_watermark(log_end)
         self._publish(LogEndOffsetAdvanced, hw_moved=hw_moved)
@@ -190,16 +231,13 @@ class PartitionActor(TracedActor):
                 high_watermark=state.high_watermark,
             )
             self._log_leo_advance("leader", previous_log_end, log_end)
-        self._appended(
-            request,
-            AppendResult(
-                topic=state.topic,
-                partition=state.partition,
-                first_offset=info.first_offset,
-                last_offset=info.last_offset,
-                log_start_offset=self.log.log_start_offset,
-                log_append_time_ms=info.log_append_time,
-            ),
+        return AppendResult(
+            topic=state.topic,
+            partition=state.partition,
+            first_offset=info.first_offset,
+            last_offset=info.last_offset,
+            log_start_offset=self.log.log_start_offset,
+            log_append_time_ms=info.log_append_time,
         )
 
     def _appended(self, request: AppendRecords, result: AppendResult) -> None:
@@ -246,7 +284,7 @@ class PartitionActor(TracedActor):
 
     def _append_failed(
         self,
-        request: AppendRecords,
+        request: AppendRecords | AppendTxnMarker,
         error: ErrorCode,
         reason: str,
         failure: Exception | None = None,
@@ -381,6 +419,7 @@ class PartitionActor(TracedActor):
         log_end = self.log.log_end_offset
         if state.update_follower_high_watermark(request.leader_high_watermark, log_end):
             self._hw_position = None
+            self._lso_position = None
             self._record_high_watermark()
         with contextlib.suppress(StorageError):  # the next fetch answer says it again
             follow_leader_log_start(state, self.log, request.leader_log_start_offset)
@@ -480,6 +519,7 @@ class PartitionActor(TracedActor):
         self.log.truncate_fully_and_start_at(offset)
         self.state.high_watermark = offset
         self._hw_position = None
+        self._lso_position = None
         self._record_high_watermark()
         self.log_event(
             "partition.truncate",
@@ -507,6 +547,7 @@ class PartitionActor(TracedActor):
             self.state.high_watermark = self.log.log_end_offset
             self._record_high_watermark()
         self._hw_position = None
+        self._lso_position = None
 
     # -- controller decisions ------------------------------------------------------------------
 
@@ -542,6 +583,7 @@ class PartitionActor(TracedActor):
             truncate = state.make_follower(decision, self.log.log_end_offset)
             event = "partition.become_follower"
         self._hw_position = None
+        self._lso_position = None
         self._record_high_watermark()
         self.log_event(
             event,
@@ -707,6 +749,7 @@ class PartitionActor(TracedActor):
                 hw_position = self.log.offset_metadata(state.high_watermark)
             self._hw_position = hw_position
         return kind(
+            last_stable_offset=self._last_stable_offset(hw_position),
             key=self.key,
             topic=state.topic,
             partition=state.partition,
@@ -721,6 +764,20 @@ class PartitionActor(TracedActor):
             high_watermark=hw_position,
             log_end=log_end,
         )
+
+    def _last_stable_offset(self, hw_position: LogOffsetMetadata) -> LogOffsetMetadata:
+        """Kafka's LSO with its position: the HW's unless a transaction is open below it."""
+        lso = self.log.last_stable_offset(hw_position.offset)
+        if lso >= hw_position.offset:
+            return hw_position
+        cached = self._lso_position
+        if cached is None or cached.offset != lso:
+            try:
+                cached = self.log.offset_metadata(lso)
+            except StorageError:  # below the log start: a segment no fetch compares with
+                cached = LogOffsetMetadata(offset=lso, segment_base_offset=-1, position=0)
+            self._lso_position = cached
+        return cached
 
     def _publish(
         self,
@@ -783,5 +840,10 @@ class PartitionActor(TracedActor):
         self.send(self.delete_records_purgatory, dataclasses.replace(base, low_watermark=low))
 
     def _record_high_watermark(self) -> None:
+        """The HW moved: the checkpoint book and the log's producer state (Kafka's
+        `Log.updateHighWatermark`: transactions whose markers the HW passed are stable now,
+        on a follower as on the leader) learn it."""
         if self.high_watermarks is not None:
             self.high_watermarks.update(self.tp, self.state.high_watermark)
+        with contextlib.suppress(StorageError):  # a closed log: no reader is left to mind
+            self.log.on_high_watermark(self.state.high_watermark)

@@ -24,7 +24,7 @@ from kafkactor.actors.replication.delayed_produce import (
 )
 from kafkactor.actors.replication.fetcher_manager import ReplicaFetcherManager
 from kafkactor.actors.replication.high_watermarks import HighWatermarks
-from kafkactor.actors.replication.list_offsets import offset_for_timestamp
+from kafkactor.actors.replication.list_offsets import READ_COMMITTED, offset_for_timestamp
 from kafkactor.actors.replication.log_dirs import describe_log_dirs
 from kafkactor.actors.replication.metadata_cache import MetadataCache
 from kafkactor.actors.replication.partition import PartitionState
@@ -584,7 +584,12 @@ class ReplicaManagerActor(TracedActor):
                     )
                 )
                 continue
-            timestamp, offset = offset_for_timestamp(replica.log, high_watermark, part.timestamp)
+            fetchable = (  # Kafka's lastFetchableOffset: the LSO for read_committed
+                replica.log.last_stable_offset(high_watermark)
+                if request.isolation_level == READ_COMMITTED
+                else high_watermark
+            )
+            timestamp, offset = offset_for_timestamp(replica.log, fetchable, part.timestamp)
             answers.append(
                 ListOffsetsPartitionResult(
                     topic=part.topic,
