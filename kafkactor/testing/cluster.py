@@ -811,14 +811,17 @@ class Cluster:
     # -- clients ---------------------------------------------------------------------------------
 
     def producer(self, **options: Any) -> Producer:
-        """A producer (see `Producer`: acks, timeout_ms, retries, ...), closed with the cluster."""
+        """A producer (see `Producer`: acks, timeout_ms, retries, transactional_id, ...), closed
+        with the cluster; with a `transactional_id`, `create_transaction_state_topic` first."""
+        if options.get("transactional_id") is not None:
+            self.create_transaction_state_topic()
         producer = Producer(self.directory, self.live_brokers, clock=self.clock, **options)
         self._clients.append(producer)
         return producer
 
     def consumer(self, **options: Any) -> Consumer:
-        """A consumer (see `Consumer`: max_wait_ms, min_bytes, group_id, ...), closed with the
-        cluster; with a `group_id`, `ensure_offsets_topic` first."""
+        """A consumer (see `Consumer`: max_wait_ms, min_bytes, group_id, isolation_level, ...),
+        closed with the cluster; with a `group_id`, `ensure_offsets_topic` first."""
         if options.get("group_id") is not None:
             self.ensure_offsets_topic()
         consumer = Consumer(self.directory, self.live_brokers, clock=self.clock, **options)
