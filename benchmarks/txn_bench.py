@@ -20,12 +20,15 @@ one topic of ``--partitions`` partitions, RF 3, ``min.insync.replicas=2``, 100-b
    ``flush()`` where the transactional one commits: records/s, and the p50 / p99 / max of a
    flush. Ratio transactional / plain records/s, per size, measured in the same run on the
    same cluster. Sizes alternate which goes first from run to run.
-3. **read_committed against read_uncommitted.** Two consumers (``isolation.level``
-   read_committed, read_uncommitted; ``group.id`` set, auto-commit off, nothing committed)
-   assigned every partition of the topic at ``OFFSET_BEGINNING`` read every record back
-   (the topic holds the transactional and the plain records, their commit markers between):
-   records/s from ``assign()`` to the last record. Ratio read_committed / read_uncommitted;
-   which one reads first alternates from run to run.
+3. **read_committed against read_uncommitted.** The topic is first filled up to
+   ``--consume-records`` more records in transactions of 1,000 (untimed), so that it holds
+   the committed transactions of every size, their commit markers and the plain records.
+   Two consumers (``isolation.level`` read_committed, read_uncommitted; ``group.id`` set,
+   auto-commit off, nothing committed) assigned every partition at ``OFFSET_BEGINNING`` read
+   every record back: records/s from ``assign()`` to the last record. Each level reads the
+   topic once untimed first (``__consumer_offsets`` is created by the first consumer's
+   FindCoordinator), then once timed, which one first alternating from run to run. Ratio
+   read_committed / read_uncommitted.
 
 The clients run in a child process (``spawn``, started before anything is timed), as a real
 client never shares the brokers' interpreter and GIL; ``--same-process`` runs them here
@@ -68,6 +71,7 @@ LISTEN = "127.0.0.1"
 CALL_TIMEOUT_S = 60.0  # init / commit / flush bound
 STALL_S = 30.0  # a consumer that reads nothing this long gives up
 CONSUME_BATCH = 10_000
+FILL_SIZE = 1_000  # records per transaction of the fill before consuming
 ISOLATION = ("read_committed", "read_uncommitted")
 
 clock = time.perf_counter
@@ -114,11 +118,12 @@ class ConsumeResult:
 class RunResult:
     run: int
     produce: tuple[tuple[GroupsResult, GroupsResult], ...]  # (transactional, plain) per size
+    fill: GroupsResult  # the untimed transactions written before consuming
     consume: tuple[ConsumeResult, ConsumeResult]  # read_committed, read_uncommitted
 
     @property
     def errors(self) -> int:
-        produced = sum(t.errors + p.errors for t, p in self.produce)
+        produced = sum(t.errors + p.errors for t, p in self.produce) + self.fill.errors
         return produced + sum(c.errors for c in self.consume)
 
 
@@ -302,13 +307,21 @@ def measure_run(run: int, args: argparse.Namespace, clients: Clients, value: byt
                 for mode in modes
             }
             produced.append((results["transactional"], results["plain"]))
-        expected = sum(t.delivered + p.delivered + 2 * t.size for t, p in produced)
+        fill_groups = max(1, args.consume_records // FILL_SIZE)
+        fill = clients.run(
+            produce_groups, bootstrap, "transactional", FILL_SIZE, fill_groups, value, "fill"
+        )
+        # every record delivered, with each producer's warm-up group
+        expected = fill.delivered + FILL_SIZE
+        expected += sum(t.delivered + p.delivered + 2 * t.size for t, p in produced)
         order = list(ISOLATION) if run % 2 == 0 else list(reversed(ISOLATION))
+        for level in order:  # untimed: __consumer_offsets, connections
+            clients.run(consume_all, bootstrap, level, expected)
         consumed = {level: clients.run(consume_all, bootstrap, level, expected) for level in order}
     finally:
         cluster.stop()
     return RunResult(
-        run, tuple(produced), (consumed["read_committed"], consumed["read_uncommitted"])
+        run, tuple(produced), fill, (consumed["read_committed"], consumed["read_uncommitted"])
     )
 
 
@@ -343,6 +356,10 @@ def summary_rows(runs: Sequence[RunResult]) -> list[list[object]]:
             "x", ".2f")  # fmt: skip
     committed = [r.consume[0] for r in runs]
     uncommitted = [r.consume[1] for r in runs]
+    add(f"fill: transactions of {FILL_SIZE:,} (untimed before consuming)",
+        (f.records_per_s for f in (r.fill for r in runs)), "records/s")  # fmt: skip
+    add("  commit latency p50", (r.fill.p50_ms for r in runs), "ms", ",.1f")
+    add("topic read back", (c.expected for c in committed), "records")
     add("consume read_committed", (c.records_per_s for c in committed), "records/s")
     add("consume read_uncommitted", (c.records_per_s for c in uncommitted), "records/s")
     add("read_committed / read_uncommitted",
@@ -369,11 +386,9 @@ def progress_line(r: RunResult) -> str:
 def first_errors(runs: Iterable[RunResult]) -> list[str]:
     notes = []
     for r in runs:
-        for txn, plain in r.produce:
-            for result in (txn, plain):
-                if result.first_error:
-                    notes.append(f"run {r.run + 1} {result.mode} x{result.size}: "
-                                 f"{result.first_error}")  # fmt: skip
+        for result in (*(g for pair in r.produce for g in pair), r.fill):
+            if result.first_error:
+                notes.append(f"run {r.run + 1} {result.mode} x{result.size}: {result.first_error}")
         for consumed in r.consume:
             if consumed.first_error or consumed.records < consumed.expected:
                 notes.append(
@@ -402,6 +417,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--min-transactions", type=h.positive_int,
                    help="transactions of any size at least (100)")  # fmt: skip
     p.add_argument("--partitions", type=h.positive_int, default=6, help="topic partitions (6)")
+    p.add_argument("--consume-records", type=h.positive_int,
+                   help="records added before consuming (200,000)")  # fmt: skip
     p.add_argument(
         "--same-process", action="store_true", help="the clients in this process, not a child"
     )
@@ -409,6 +426,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.parse_args(argv),
         transactions=(1_000, 300, 5),
         min_transactions=(100, 50, 2),
+        consume_records=(200_000, 50_000, 2_000),
         runs=(3, 3, 1),
     )
 
