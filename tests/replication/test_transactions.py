@@ -23,11 +23,13 @@ import json
 import time
 from collections.abc import Iterator
 from importlib.resources import files
+from typing import Any
 
 import jsonschema
 import pytest
 
 from kafkactor.actors.runtime import Client, addresses
+from kafkactor.common import TRANSACTION_STATE_TOPIC
 from kafkactor.messages import ErrorCode
 from kafkactor.messages.offsets import (
     LATEST_TIMESTAMP,
@@ -363,6 +365,43 @@ def test_list_offsets_latest_is_the_lso_for_read_committed(
 
     assert latest(client, leader, topic, READ_COMMITTED) == 4
     assert latest(client, leader, topic, READ_UNCOMMITTED) == 4
+
+
+# -- the transaction coordinator's partitions ------------------------------------------------------
+
+
+def test_the_transaction_coordinator_loads_what_its_broker_leads_and_unloads_what_it_follows(
+    cluster: Cluster, events: EventLog
+) -> None:
+    cluster.create_topic(TRANSACTION_STATE_TOPIC, partitions=1, replication_factor=2)
+    first, second = cluster.replicas(TRANSACTION_STATE_TOPIC, 0)
+    assert cluster.leader(TRANSACTION_STATE_TOPIC, 0) == first
+
+    def loaded(broker: int) -> list[dict[str, Any]]:
+        return events.named(
+            "txn.load", actor=addresses.transaction_coordinator(broker), partition=0
+        )
+
+    wait_until(lambda: loaded(first), message=f"broker {first} loading partition 0")
+    assert loaded(first)[0]["leader_epoch"] == 0
+    assert not loaded(second)  # a follower is not told it leads
+
+    # the preferred replica changes and is elected: the leadership moves to `second`
+    moved = {(TRANSACTION_STATE_TOPIC, 0): [second, first]}
+    assert cluster.reassign_partitions(moved)[(TRANSACTION_STATE_TOPIC, 0)][0] is ErrorCode.NONE
+    cluster.wait_for_reassignments([(TRANSACTION_STATE_TOPIC, 0)])
+    election = cluster.elect_leaders([(TRANSACTION_STATE_TOPIC, 0)])
+    assert election[(TRANSACTION_STATE_TOPIC, 0)].leader == second
+
+    wait_until(lambda: loaded(second), message=f"broker {second} loading partition 0")
+    assert loaded(second)[0]["leader_epoch"] > 0
+    unloaded = wait_until(
+        lambda: events.named(
+            "txn.unload", actor=addresses.transaction_coordinator(first), partition=0
+        ),
+        message=f"broker {first} unloading partition 0",
+    )
+    assert unloaded
 
 
 # -- failover (last: it stops a broker) -----------------------------------------------------------
