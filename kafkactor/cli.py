@@ -32,7 +32,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         f"kafkactor demo: 3 brokers in this process on an embedded ZooKeeper, a topic with RF 3 "
         f"and min ISR 2, an acks=all and an acks=1 producer, a group of two consumers; a partition "
         f"leader crashes at {args.seconds / 3:.0f}s and comes back at "
-        f"{2 * args.seconds / 3:.0f}s",
+        f"{2 * args.seconds / 3:.0f}s; then an exactly-once stage in transactions",
         flush=True,
     )
     result = run_demo(seconds=args.seconds, events_path=Path(args.events), batch=args.batch)
@@ -50,6 +50,14 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         print(
             "  (acks=1 records are acknowledged by the leader alone: those it had not replicated"
             " when it crashed are gone, as in Kafka. acks=all loses none.)"
+        )
+    stage = result.exactly_once
+    if stage is not None:
+        print(
+            f"  exactly-once: {stage.inputs} orders -> {stage.committed_output} priced records "
+            f"read_committed in {stage.transactions} transactions: duplicated {stage.duplicated},"
+            f" missing {stage.missing}; the aborted transaction's {stage.aborted_records} "
+            f"records visible {stage.aborted_visible}; input offsets committed with the output"
         )
     interesting = [
         "controller.elected",
@@ -81,7 +89,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
                 flush=True,
             )
             _run_analysis([result.events_path], Path(args.analysis_out), master=None, plots=True)
-    return 1 if result.missing_acked else 0
+    return 1 if result.missing_acked or (stage is not None and not stage.proved) else 0
 
 
 # `kafkactor analyze` (and the demo's analysis) need the analytics extra: PySpark and matplotlib.
