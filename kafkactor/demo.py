@@ -1,5 +1,6 @@
 """The demo topology: three brokers on an embedded ZooKeeper, acks=all and acks=1 producers, a
-consumer group of two long-poll consumers, and a partition leader that crashes and comes back."""
+consumer group of two long-poll consumers, and a partition leader that crashes and comes back;
+then an exactly-once consume-transform-produce stage in transactions (`demo_exactly_once`)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from kafkactor.actors.coordinator.results import GroupConfig
 from kafkactor.actors.replication import ReplicaManagerConfig
 from kafkactor.clients import Consumer, ProduceError, Producer, RecordMetadata
 from kafkactor.common import OFFSETS_TOPIC
+from kafkactor.demo_exactly_once import ExactlyOnceResult, run_exactly_once_stage
 from kafkactor.storage import LogConfig
 from kafkactor.testing import Cluster
 
@@ -61,7 +63,8 @@ class ProducerStats:
 class DemoResult:
     """What the demo saw. `missing_acked` counts acks=all records acknowledged but never
     consumed (Kafka promises none); `missing_by_acks` counts them per acks setting (acks=1 may
-    lose records its crashed leader had not replicated yet)."""
+    lose records its crashed leader had not replicated yet). `exactly_once` is what the
+    transactional stage's check found (None when it was not run)."""
 
     producers: list[ProducerStats]
     consumed: int
@@ -70,6 +73,7 @@ class DemoResult:
     events_path: Path
     events: Counter[str]
     timeline: list[str]
+    exactly_once: ExactlyOnceResult | None = None
 
 
 def _produce_loop(
@@ -178,9 +182,11 @@ def run_demo(
     events_path: Path = Path("kafkactor-demo-events.jsonl"),
     batch: int = 10,
     print_fn: Callable[[str], None] = print,
+    exactly_once: bool = True,
 ) -> DemoResult:
     """Run the topology for `seconds`; the leader of partition 0 crashes at 1/3 of the run
-    and comes back at 2/3."""
+    and comes back at 2/3. Then, with `exactly_once`, the transactional stage runs on the same
+    cluster (a few seconds more)."""
     tracing.configure(path=events_path)
     timeline: list[str] = []
     started = time.monotonic()
@@ -271,6 +277,7 @@ def run_demo(
         for consumer in readers:
             consumer.commit()
         note(_group_summary(readers))
+        stage = run_exactly_once_stage(cluster, note) if exactly_once else None
         missing_by_acks = {s.acks: len(s.acked_values - consumed) for s in stats}
         missing = missing_by_acks[-1]
         note(
@@ -288,4 +295,5 @@ def run_demo(
         events_path=events_path,
         events=events,
         timeline=timeline,
+        exactly_once=stage,
     )

@@ -145,22 +145,19 @@ MUST_SEE = frozenset(
         "network.response",
         "network.bad_request",
         "network.connection_closed",
+        # the demo's exactly-once stage: its transactions, their markers, the coordinators'
+        # loads of __transaction_state partitions
+        "txn.transition",
+        "txn.completed",
+        "txn.marker.sent",
+        "txn.marker.written",
+        "txn.load",
+        "partition.marker_appended",
     }
 )
 
-_TRANSACTIONAL = "needs a transactional producer (tests/transaction/test_coordinator_actor.py)"
-
 # Event types the schema names that this run does not produce, and why.
 NOT_EXERCISED = {
-    "txn.transition": _TRANSACTIONAL,
-    "txn.completed": _TRANSACTIONAL,
-    "txn.marker.sent": _TRANSACTIONAL,
-    "txn.marker.written": _TRANSACTIONAL,
-    "txn.load": _TRANSACTIONAL,
-    "txn.unload": (
-        "needs a __transaction_state partition to move away (tests/transaction/"
-        "test_coordinator_actor.py moves one)"
-    ),
     "controller.replica_election": (
         "needs an ElectLeaders request, an /admin/preferred_replica_election znode or a "
         "leader-imbalance check (tests/controller/test_preferred_replica_election.py)"
@@ -207,10 +204,6 @@ NOT_EXERCISED = {
     "partition.inconsistent_topic_id": (
         "needs a partition directory whose partition.metadata records another topic id than "
         "the controller's (tests/replication/test_partition_metadata.py writes one)"
-    ),
-    "partition.marker_appended": (
-        "needs a transaction's marker written by WriteTxnMarkers (tests/replication/"
-        "test_transactions.py writes them)"
     ),
     "broker.zk_register_failed": (
         "needs the broker's re-registration after a session expiry to time out, i.e. an old "

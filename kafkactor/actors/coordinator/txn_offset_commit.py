@@ -88,7 +88,12 @@ def complete_txn_offset_write(
     (a fenced producer's INVALID_PRODUCER_EPOCH / PRODUCER_FENCED passes through)."""
     txn = core.txn_offsets
     if error is ErrorCode.NONE:
-        txn.on_append(write.group_id, write.producer_id, write.offsets, log_offset)
+        group = core.groups.get(write.group_id)
+        current = () if group is None else list(group.offsets)
+        won = txn.on_append(write.group_id, write.producer_id, write.offsets, log_offset, current)
+        if won:  # its marker came first (and committed)
+            stamp = next(iter(won.values())).commit_timestamp_ms
+            _commit(core, write.group_id, won, stamp)
     else:
         txn.fail(write.group_id, write.producer_id, write.offsets)
     code = ErrorCode.NONE if error is ErrorCode.NONE else offset_append_error(error)
@@ -116,9 +121,20 @@ def handle_txn_completion(
         group = core.groups.get(group_id)
         current = () if group is None else list(group.offsets)
         won = core.txn_offsets.complete(group_id, producer_id, committed, current)
-        if not won:
-            continue
-        if group is None:
-            group = core.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now_ms)
-        group.initialize_offsets(won)
+        if won:
+            _commit(core, group_id, won, now_ms)
     return groups
+
+
+def _commit(
+    core: GroupCoordinatorCore,
+    group_id: str,
+    offsets: Mapping[TopicPartition, OffsetAndMetadata],
+    now_ms: int,
+) -> None:
+    """A transaction's offsets become the group's committed ones (the group, deleted while the
+    transaction was open, comes back Empty)."""
+    group = core.groups.get(group_id)
+    if group is None:
+        group = core.groups[group_id] = GroupMetadata(group_id, GroupState.EMPTY, now_ms)
+    group.initialize_offsets(offsets)

@@ -7,8 +7,9 @@ was written, which decides whether a transaction's offset or a plain commit is t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from kafkactor.actors.coordinator.group_metadata import OffsetAndMetadata
 from kafkactor.common import TopicPartition
@@ -56,6 +57,15 @@ class TxnCommitOutcome:
 Pending = dict[int, dict[TopicPartition, PendingTxnOffset]]  # producer id -> partition -> offset
 
 
+@dataclass(slots=True)
+class _InFlight:
+    """An offset whose transactional append is not acknowledged yet; `outcome` is the marker
+    of its producer that came before the acknowledgement (True: COMMIT), if one did."""
+
+    offset: OffsetAndMetadata
+    outcome: bool | None = None
+
+
 class TxnOffsetCommits:
     """Every group's pending transactional offsets (by group, then producer id, then
     partition) and the log offset of each committed offset (by group, then partition).
@@ -63,11 +73,20 @@ class TxnOffsetCommits:
     Kept beside the groups rather than in them so that a transaction's offsets outlive what
     happens to their group's cache entry while the transaction is open (a DeleteGroups, an
     OffsetDelete): the records are in the log, and a commit marker after them makes them the
-    group's offsets, in the cache as at the next load of the partition."""
+    group's offsets, in the cache as at the next load of the partition.
+
+    An offset whose append is not acknowledged yet is held apart (in flight) until it is:
+    Kafka stages it among the producer's pending offsets at once, so that a fenced zombie of
+    the same producer id whose append the log refuses takes the offset its successor had
+    pending for that partition with it. Here the refusal drops only the zombie's own offset.
+    An in-flight offset counts as pending for OffsetFetch's require_stable; a marker that
+    comes before its acknowledgement is applied to it on the acknowledgement (Kafka fails
+    that case)."""
 
     def __init__(self) -> None:
         self.pending: dict[str, Pending] = {}
         self.positions: dict[str, dict[TopicPartition, int]] = {}
+        self.in_flight: dict[str, dict[int, dict[TopicPartition, list[_InFlight]]]] = {}
 
     # -- a TxnOffsetCommit -----------------------------------------------------------------------
 
@@ -75,9 +94,9 @@ class TxnOffsetCommits:
         self, group_id: str, producer_id: int, offsets: Mapping[TopicPartition, OffsetAndMetadata]
     ) -> None:
         """Kafka's prepareTxnOffsetCommit: pending for the producer before the append."""
-        producer = self.pending.setdefault(group_id, {}).setdefault(producer_id, {})
+        producer = self.in_flight.setdefault(group_id, {}).setdefault(producer_id, {})
         for tp, offset in offsets.items():
-            producer[tp] = PendingTxnOffset(offset)
+            producer.setdefault(tp, []).append(_InFlight(offset))
 
     def on_append(
         self,
@@ -85,32 +104,44 @@ class TxnOffsetCommits:
         producer_id: int,
         offsets: Mapping[TopicPartition, OffsetAndMetadata],
         log_offset: int,
-    ) -> None:
-        """Kafka's onTxnOffsetCommitAppend: the append is acknowledged at `log_offset`; a
-        partition whose pending offset is still this one learns where it was written."""
-        producer = self.pending.get(group_id, {}).get(producer_id)
-        if producer is None:
-            return  # completed (an abort marker came first) or unloaded meanwhile
+        current: Collection[TopicPartition],
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Kafka's onTxnOffsetCommitAppend: the append is acknowledged at `log_offset`, its
+        offsets are pending for the producer. Returns those a marker already committed, to
+        apply to the group as `complete` returns them (`current`: the group's partitions with
+        a committed offset)."""
+        won = {}
         for tp, offset in offsets.items():
-            current = producer.get(tp)
-            if current is not None and current.offset == offset:
+            entry = self._take(group_id, producer_id, tp, offset)
+            if entry is None:
+                continue  # unloaded meanwhile
+            if entry.outcome is None:
+                producer = self.pending.setdefault(group_id, {}).setdefault(producer_id, {})
                 producer[tp] = PendingTxnOffset(offset, log_offset)
+            elif entry.outcome and self._wins(group_id, tp, log_offset, current):
+                won[tp] = offset
+        return won
 
-    def fail(self, group_id: str, producer_id: int, offsets: Iterable[TopicPartition]) -> None:
-        """Kafka's failPendingTxnOffsetCommit: the append failed, the client will retry."""
-        producer = self.pending.get(group_id, {}).get(producer_id)
-        if producer is None:
-            return
-        for tp in offsets:
-            producer.pop(tp, None)
-        self._drop_empty(group_id, producer_id)
+    def fail(
+        self, group_id: str, producer_id: int, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> None:
+        """Kafka's failPendingTxnOffsetCommit: the append failed (the client retries, or it is
+        a fenced zombie): its offsets stop being pending; the producer's others stay."""
+        for tp, offset in offsets.items():
+            self._take(group_id, producer_id, tp, offset)
 
     # -- a transaction's marker ------------------------------------------------------------------
 
     def groups_of(self, producer_id: int, belongs: Callable[[str], bool]) -> list[str]:
         """The groups (of the partitions `belongs` accepts) where the producer has pending
         offsets (Kafka's groupsBelongingToPartitions)."""
-        return [g for g, p in self.pending.items() if producer_id in p and belongs(g)]
+        groups = dict.fromkeys(
+            g
+            for table in (self.pending, self.in_flight)
+            for g, p in table.items()
+            if producer_id in p
+        )
+        return [g for g in groups if belongs(g)]
 
     def complete(
         self,
@@ -121,25 +152,61 @@ class TxnOffsetCommits:
     ) -> dict[TopicPartition, OffsetAndMetadata]:
         """Kafka's completePendingTxnOffsetCommit: the producer's pending offsets in the group
         go; on a commit, those that become the group's committed offsets are returned for the
-        caller to apply. One replaces the group's `current` offset of its partition unless
-        that one was written later in the log (a plain commit after the transaction's record
-        keeps its place: Kafka orders them by log offset); one whose append is not
-        acknowledged yet is taken (its record precedes the marker in the log)."""
+        caller to apply (`current`: the group's partitions with a committed offset). One
+        replaces the group's offset of its partition unless that one was written later in
+        the log (a plain commit after the transaction's record keeps its place: Kafka orders
+        them by log offset). Offsets still in flight get the marker's outcome when their
+        append is acknowledged (`on_append`)."""
+        for entries in self.in_flight.get(group_id, {}).get(producer_id, {}).values():
+            for entry in entries:
+                entry.outcome = committed if entry.outcome is None else entry.outcome
         producer = self.pending.get(group_id, {}).pop(producer_id, None)
-        self._drop_empty(group_id, None)
+        if not self.pending.get(group_id, True):
+            del self.pending[group_id]
         if producer is None or not committed:
             return {}
+        return {
+            tp: txn.offset
+            for tp, txn in producer.items()
+            if self._wins(group_id, tp, txn.log_offset, current)
+        }
+
+    def _wins(
+        self,
+        group_id: str,
+        tp: TopicPartition,
+        log_offset: int | None,
+        current: Collection[TopicPartition],
+    ) -> bool:
+        """Whether a transaction's offset written at `log_offset` replaces the group's
+        committed one (recording where it was written when it does)."""
         positions = self.positions.setdefault(group_id, {})
-        won = {}
-        for tp, pending in producer.items():
-            written = positions.get(tp) if tp in current else None
-            if written is None or pending.log_offset is None or written < pending.log_offset:
-                won[tp] = pending.offset
-                if pending.log_offset is None:
-                    positions.pop(tp, None)
-                else:
-                    positions[tp] = pending.log_offset
-        return won
+        written = positions.get(tp) if tp in current else None
+        if written is not None and log_offset is not None and written >= log_offset:
+            return False
+        if log_offset is None:
+            positions.pop(tp, None)
+        else:
+            positions[tp] = log_offset
+        return True
+
+    def _take(
+        self, group_id: str, producer_id: int, tp: TopicPartition, offset: OffsetAndMetadata
+    ) -> _InFlight | None:
+        """Remove and return the in-flight entry of this offset (None: not found)."""
+        producers = self.in_flight.get(group_id, {})
+        entries = producers.get(producer_id, {}).get(tp, [])
+        entry = next((e for e in entries if e.offset == offset), None)
+        if entry is None:
+            return None
+        entries.remove(entry)
+        if not entries:
+            del producers[producer_id][tp]
+            if not producers[producer_id]:
+                del producers[producer_id]
+                if not producers:
+                    del self.in_flight[group_id]
+        return entry
 
     def record_commit(self, group_id: str, tp: TopicPartition, log_offset: int) -> None:
         """A plain OffsetCommit of `tp` was written at `log_offset` (-1: not known) and is now
@@ -152,16 +219,11 @@ class TxnOffsetCommits:
     # -- queries ---------------------------------------------------------------------------------
 
     def has_pending(self, group_id: str, tp: TopicPartition) -> bool:
-        """Whether a transaction has an offset of `tp` pending in the group (Kafka's
-        hasPendingOffsetCommitsForTopicPartition, the transactional half)."""
-        return any(tp in p for p in self.pending.get(group_id, {}).values())
-
-    def has_any(self, group_id: str) -> bool:
-        return bool(self.pending.get(group_id))
-
-    def producers(self, group_id: str) -> list[int]:
-        """Kafka's activeProducers: the producers with offsets pending in the group."""
-        return list(self.pending.get(group_id, {}))
+        """Whether a transaction has an offset of `tp` pending in the group, acknowledged or
+        in flight (Kafka's hasPendingOffsetCommitsForTopicPartition, the transactional half)."""
+        return any(tp in p for p in self.pending.get(group_id, {}).values()) or any(
+            tp in p for p in self.in_flight.get(group_id, {}).values()
+        )
 
     # -- loading and unloading -------------------------------------------------------------------
 
@@ -178,15 +240,7 @@ class TxnOffsetCommits:
 
     def unload(self, belongs: Callable[[str], bool]) -> None:
         """Forget the groups `belongs` accepts (their partition has another leader now)."""
-        for table in (self.pending, self.positions):
+        tables: tuple[dict[str, Any], ...] = (self.pending, self.positions, self.in_flight)
+        for table in tables:
             for group_id in [g for g in table if belongs(g)]:
                 del table[group_id]
-
-    def _drop_empty(self, group_id: str, producer_id: int | None) -> None:
-        producers = self.pending.get(group_id)
-        if producers is None:
-            return
-        if producer_id is not None and not producers.get(producer_id, True):
-            del producers[producer_id]
-        if not producers:
-            del self.pending[group_id]

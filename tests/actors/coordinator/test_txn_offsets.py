@@ -179,16 +179,34 @@ def test_a_transaction_written_after_a_plain_commit_wins() -> None:
     assert committed(shell, TP) == {TP: 42}
 
 
-def test_a_marker_before_the_append_is_acknowledged_still_commits() -> None:
-    """The record precedes the marker in the log: the commit takes it, and the late
-    acknowledgement changes nothing."""
+@pytest.mark.parametrize("commit", [True, False])
+def test_a_marker_before_the_append_is_acknowledged_applies_on_the_acknowledgement(
+    commit: bool,
+) -> None:
+    """The record was sent before the marker: its marker's outcome waits for its append's
+    acknowledgement (Kafka fails this case)."""
     shell = Shell()
     outcome = txn_commit(shell, {TP: 42}, at=None)
-    complete(shell, True)
-    assert committed(shell, TP) == {TP: 42}
+    complete(shell, commit)
+    assert committed(shell, TP) == {}
+    assert stable_errors(shell, TP) == {TP: ErrorCode.UNSTABLE_OFFSET_COMMIT}  # in flight
     assert outcome.write is not None
     assert complete_txn_offset_write(shell.core, outcome.write, NONE, 10) == {TP: NONE}
+    assert committed(shell, TP) == ({TP: 42} if commit else {})
     assert stable_errors(shell, TP) == {TP: NONE}
+
+
+def test_a_fenced_zombies_refused_commit_leaves_its_successors_pending_offset() -> None:
+    """Same producer id, older epoch: the log refuses the zombie's batch. Kafka drops the
+    partition's pending offset of the producer id with it; here the successor's stays."""
+    shell = Shell()
+    txn_commit(shell, {TP: 42}, at=10)  # the successor's, acknowledged
+    assert txn_commit(shell, {TP: 13}, error=ErrorCode.PRODUCER_FENCED).errors == {
+        TP: ErrorCode.PRODUCER_FENCED
+    }
+    assert stable_errors(shell, TP) == {TP: ErrorCode.UNSTABLE_OFFSET_COMMIT}
+    complete(shell, True)
+    assert committed(shell, TP) == {TP: 42}
 
 
 @pytest.mark.parametrize(

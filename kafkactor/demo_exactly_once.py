@@ -1,0 +1,171 @@
+"""The demo's exactly-once stage: a consume-transform-produce loop in Kafka transactions (a
+read_committed group member reads orders, a transactional producer writes them transformed and
+commits the consumed offsets in the same transaction), one transaction aborted on purpose, then
+a read_committed check of the output."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kafkactor.clients import Consumer
+from kafkactor.clients.completed_fetch import ConsumerRecord
+from kafkactor.common import TopicPartition
+from kafkactor.storage import LogConfig
+from kafkactor.testing import Cluster
+
+__all__ = ["ExactlyOnceResult", "run_exactly_once_stage"]
+
+INPUT = "orders"
+OUTPUT = "orders-priced"
+GROUP = "demo-pricing"
+TRANSACTIONAL_ID = "demo-pricing-stage"
+PARTITIONS = 2
+ABORTED_TRANSACTION = 2  # the stage aborts its second transaction on purpose
+_WAIT_S = 30.0
+
+
+@dataclass(slots=True)
+class ExactlyOnceResult:
+    """What the check found. `duplicated` and `missing` count inputs seen more than once or
+    never in the read_committed output; `aborted_visible` counts records of the aborted
+    transaction a read_committed reader saw (Kafka promises 0 of each), `aborted_records` how
+    many it wrote (read_uncommitted sees them: `read_uncommitted`)."""
+
+    inputs: int
+    transactions: int
+    aborted_records: int
+    committed_output: int
+    read_uncommitted: int
+    duplicated: int
+    missing: int
+    aborted_visible: int
+    committed_offsets: dict[int, int | None] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+
+    @property
+    def proved(self) -> bool:
+        """Every input exactly once, nothing aborted visible, the offsets at the input's end."""
+        return (
+            self.duplicated == self.missing == self.aborted_visible == 0
+            and self.committed_output == self.inputs
+            and sum(o or 0 for o in self.committed_offsets.values()) == self.inputs
+        )
+
+
+def _feed(cluster: Cluster, inputs: int) -> None:
+    config = LogConfig(min_insync_replicas=2)
+    for topic in (INPUT, OUTPUT):
+        cluster.create_topic(topic, partitions=PARTITIONS, replication_factor=3, config=config)
+    feeder = cluster.producer(acks=-1, retries=20, name="demo-orders")
+    sent = [feeder.send(INPUT, b"order-%03d" % i, partition=i % PARTITIONS) for i in range(inputs)]
+    for future in sent:
+        future.result(_WAIT_S)
+    feeder.close()
+
+
+def _transform(record: ConsumerRecord, transaction: int) -> bytes:
+    """The stage's work: an order priced, stamped with the transaction that wrote it."""
+    return b"%s priced in transaction %d" % (record.value or b"", transaction)
+
+
+def _check(cluster: Cluster, isolation: str, at_least: int) -> list[bytes]:
+    """Every value of OUTPUT a reader of `isolation` sees (once `at_least` came, one more
+    poll looks for anything beyond)."""
+    reader = cluster.consumer(isolation_level=isolation, max_wait_ms=100, name=f"demo-{isolation}")
+    reader.assign([(OUTPUT, p) for p in range(PARTITIONS)])
+    values: list[bytes] = []
+    deadline = time.monotonic() + _WAIT_S
+    while len(values) < at_least and time.monotonic() < deadline:
+        values.extend(r.value or b"" for r in reader.poll(100))
+    values.extend(r.value or b"" for r in reader.poll(300))
+    reader.close()
+    return values
+
+
+def run_exactly_once_stage(
+    cluster: Cluster, note: Callable[[str], None], *, inputs: int = 200, per_transaction: int = 25
+) -> ExactlyOnceResult:
+    """Feed `inputs` orders, run the stage until every one is committed (transactions of at
+    most `per_transaction` records, the second aborted and redone), then check the output."""
+    started = time.monotonic()
+    _feed(cluster, inputs)
+    reader: Consumer = cluster.consumer(
+        group_id=GROUP,
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+        max_wait_ms=100,
+        heartbeat_interval_ms=500,
+        name="demo-pricing-reader",
+    )
+    reader.subscribe([INPUT])
+    producer = cluster.producer(
+        transactional_id=TRANSACTIONAL_ID, max_block_ms=15_000, name="demo-pricing-writer"
+    )
+    producer.init_transactions()
+    note(
+        f"exactly-once stage: group {GROUP!r} reads {inputs} {INPUT!r} (read_committed); "
+        f"transactional id {TRANSACTIONAL_ID!r} writes {OUTPUT!r} and commits the read "
+        "offsets in the same transaction"
+    )
+    committed: dict[TopicPartition, int] = {}
+    pending: list[ConsumerRecord] = []
+    transaction = processed = aborted_records = 0
+    deadline = time.monotonic() + _WAIT_S
+    while processed < inputs and time.monotonic() < deadline:
+        if not pending:
+            pending = reader.poll(200)
+            continue
+        chunk, pending = pending[:per_transaction], pending[per_transaction:]
+        transaction += 1
+        producer.begin_transaction()
+        offsets = dict(committed)
+        for record in chunk:
+            producer.send(OUTPUT, _transform(record, transaction), partition=record.partition)
+            offsets[record.topic_partition] = record.offset + 1
+        producer.send_offsets_to_transaction(offsets, GROUP)
+        if transaction == ABORTED_TRANSACTION:
+            producer.abort_transaction()
+            aborted_records = len(chunk)
+            pending = []  # read again from the committed offsets, as after a failure
+            for tp in reader.assignment():
+                reader.seek(tp, committed.get(tp, 0))
+            note(
+                f"transaction {transaction} ({len(chunk)} records and its offsets) aborted "
+                "on purpose; the stage reads them again from the committed offsets"
+            )
+        else:
+            producer.commit_transaction()
+            committed = offsets
+            processed += len(chunk)
+    producer.close()
+    tps = [TopicPartition(topic=INPUT, partition=p) for p in range(PARTITIONS)]
+    committed_offsets = {tp.partition: reader.committed(tp) for tp in tps}
+    reader.close()
+
+    seen = _check(cluster, "read_committed", inputs)
+    everything = _check(cluster, "read_uncommitted", inputs + aborted_records)
+    orders = Counter(value.split(b" ")[0] for value in seen)
+    aborted_tag = b" in transaction %d" % ABORTED_TRANSACTION
+    result = ExactlyOnceResult(
+        inputs=inputs,
+        transactions=transaction,
+        aborted_records=aborted_records,
+        committed_output=len(seen),
+        read_uncommitted=len(everything),
+        duplicated=sum(1 for n in orders.values() if n > 1),
+        missing=sum(1 for i in range(inputs) if b"order-%03d" % i not in orders),
+        aborted_visible=sum(1 for value in seen if value.endswith(aborted_tag)),
+        committed_offsets=committed_offsets,
+        elapsed_s=time.monotonic() - started,
+    )
+    offsets_text = ", ".join(f"p{p}@{o}" for p, o in committed_offsets.items())
+    note(
+        f"exactly-once check (read_committed): {result.committed_output} outputs for "
+        f"{inputs} inputs, duplicated {result.duplicated}, missing {result.missing}, records "
+        f"of the aborted transaction visible {result.aborted_visible} (read_uncommitted sees "
+        f"{result.read_uncommitted - result.committed_output}); group committed {offsets_text}"
+    )
+    return result
