@@ -25,8 +25,9 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class PendingTxnOffset:
-    """One partition's offset a transaction committed, and the offset in `__consumer_offsets`
-    of the batch that holds it (None while its append is not acknowledged yet)."""
+    """One partition's offset a transaction committed (its append acknowledged, or read back
+    by a load), and the offset in `__consumer_offsets` of the batch that holds it (Kafka's
+    appendedBatchOffset; None: not known)."""
 
     offset: OffsetAndMetadata
     log_offset: int | None = None
