@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import itertools
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -299,19 +298,6 @@ def _run_analysis(
         print(f"  {line}")
 
 
-def _seeds(text: str) -> list[int]:
-    from kafkactor.testing.schedule import parse_seeds
-
-    try:
-        return parse_seeds(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
-def _prefixed(say: Callable[[str], None], prefix: str, message: str) -> None:
-    say(prefix + message)
-
-
 def serve_options(args: argparse.Namespace) -> ServeOptions:
     """The `ServeOptions` of a parsed `kafkactor serve` command line (None: a flag not given)."""
     from kafkactor.serve import ServeOptions
@@ -355,86 +341,6 @@ def _override(text: str) -> tuple[str, str]:
     if not equals or not name.strip():
         raise argparse.ArgumentTypeError(f"must be NAME=VALUE, got {text!r}")
     return name.strip(), value
-
-
-def _cmd_nemesis(args: argparse.Namespace) -> int:
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    from multiprocessing import get_context
-
-    from kafkactor.testing import nemesis
-    from kafkactor.testing.verdict import ScheduleResult, format_line, format_summary, summarize
-
-    def progress(message: str) -> None:
-        print(f"kafkactor nemesis: {message}", file=sys.stderr, flush=True)
-
-    run_schedule: Callable[..., ScheduleResult] = nemesis.run_schedule
-    power_loss = not args.no_power_loss
-    brokers = "3 brokers"
-    if args.processes:  # broker processes on a real ZooKeeper, a librdkafka workload
-        from kafkactor.testing import process_nemesis
-
-        problem = process_nemesis.missing()
-        if problem is not None:
-            print(f"kafkactor nemesis: --processes cannot run here: {problem}", file=sys.stderr)
-            return 2
-        run_schedule = process_nemesis.run_process_schedule
-        power_loss = False  # a killed process keeps its page cache
-        brokers = "3 broker processes on ZooKeeper, no power losses"
-    mode = "unsafe control (acks=1, min ISR 1, unclean election on)" if args.unsafe else "safe"
-    progress(
-        f"{len(args.seeds)} schedules of ~{args.seconds:g}s, {mode}, {brokers}, RF 3, "
-        f"session timeout {args.session_timeout_ms} ms, {args.jobs} at a time"
-    )
-    options = {
-        "unsafe": args.unsafe,
-        "events_dir": args.events_dir,
-        "session_timeout_ms": args.session_timeout_ms,
-        "power_loss": power_loss,
-    }
-    results: list[ScheduleResult] = []
-
-    def report(result: ScheduleResult) -> None:
-        results.append(result)
-        print(format_line(result), flush=True)
-
-    if args.jobs == 1:
-        for seed in args.seeds:
-            progress(f"seed {seed}: running")
-            step_line = functools.partial(_prefixed, progress, f"seed {seed}: ")
-            report(run_schedule(seed, args.seconds, progress=step_line, **options))
-    else:  # each schedule in a process of its own (tracing and timing are per process)
-        with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:
-            running = {
-                pool.submit(run_schedule, seed, args.seconds, **options): seed
-                for seed in args.seeds
-            }
-            for done in as_completed(running):
-                seed = running[done]
-                progress(f"seed {seed}: done")
-                try:
-                    report(done.result())
-                except Exception as error:  # the subprocess itself failed
-                    failed = ScheduleResult(seed=seed, unsafe=args.unsafe, schedule="-")
-                    failed.error = repr(error)
-                    report(failed)
-    results.sort(key=lambda r: r.seed)
-    summary = summarize(results)
-    print()
-    print(format_summary(summary))
-    if args.unsafe:
-        if summary.lost:
-            print(
-                f"the unsafe control lost acknowledged records in {len(summary.seeds_with_loss)} "
-                f"of {summary.schedules} schedules: the checker can find loss"
-            )
-            return 0
-        print("CONTROL FAILED: the unsafe configuration lost nothing; the checker proved nothing")
-        return 1
-    if summary.ok:
-        print("the claim held: 0 acknowledged records lost, 0 divergent, every schedule recovered")
-        return 0
-    print("THE CLAIM FAILED: see the lines above (--events-dir keeps the failing event logs)")
-    return 1
 
 
 def _add_serve_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -623,57 +529,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_cluster_command(commands)
     add_broker_command(commands)
 
-    nemesis = commands.add_parser(
-        "nemesis",
-        help="check acks=all under seeded fault schedules: no acked record lost, no divergence",
-        description=(
-            "Run seeded, Jepsen-style fault schedules (crashes, controlled shutdowns, fast "
-            "and slow restarts, ZooKeeper session expiries, isolation, power loss of one "
-            "broker) against 3 "
-            "brokers with acks=all, min ISR 2, RF 3, and check that no acknowledged record is "
-            "lost, no replicas diverge below the high watermark, and every partition has a "
-            "leader and a full ISR soon after healing (docs/nemesis.md). One line per "
-            "schedule and a summary on stdout, progress on stderr. Exit codes: 0 the claim "
-            "held (with --unsafe: loss was found), 1 otherwise, 2 usage."
-        ),
-    )
-    nemesis.add_argument("--seeds", type=_seeds, default="1-10", help="A-B or A,B,C (default 1-10)")
-    nemesis.add_argument(
-        "--seconds", type=float, default=12.0, help="faults per schedule, seconds (default 12)"
-    )
-    nemesis.add_argument(
-        "--unsafe",
-        action="store_true",
-        help="the control: acks=1, min ISR 1, unclean leader election on; exit 0 if loss is found",
-    )
-    nemesis.add_argument(
-        "--events-dir",
-        metavar="DIR",
-        help="keep each failing schedule's event log here (--processes: its cluster directory)",
-    )
-    nemesis.add_argument(
-        "--jobs", type=_positive_int, default=1, help="schedules run at once, in subprocesses"
-    )
-    nemesis.add_argument(
-        "--session-timeout-ms",
-        type=_positive_int,
-        default=2000,
-        help="the brokers' ZooKeeper session timeout (default 2000; Kafka's is 6000)",
-    )
-    nemesis.add_argument(
-        "--no-power-loss", action="store_true", help="leave power losses out of the schedules"
-    )
-    nemesis.add_argument(
-        "--processes",
-        action="store_true",
-        help=(
-            "run against 3 `kafkactor broker` processes on a real ZooKeeper (Debian's package) "
-            "with librdkafka producers: SIGKILL, SIGTERM, SIGSTOP/SIGCONT, restarts, session "
-            "expiry; "
-            "no power losses; the verdict is read from the stopped brokers' data dirs"
-        ),
-    )
-    nemesis.set_defaults(func=_cmd_nemesis)
+    from kafkactor.testing.nemesis_command import add_nemesis_command
+
+    add_nemesis_command(commands)
     from kafkactor.admin.reassign_command import add_reassign_command
     from kafkactor.admin.topic_command import add_topics_command
 
