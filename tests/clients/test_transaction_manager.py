@@ -397,3 +397,32 @@ def test_a_group_that_moved_on_makes_the_offsets_abortable(
     assert "consumer group metadata mismatch" in str(refused.value)
     producer.abort_transaction()
     assert broker.sent(EndTxnRequest)[-1].committed is False
+
+
+def test_a_batch_that_overtook_an_earlier_one_is_sent_again_with_its_sequence(
+    broker: StubBroker, producer: Producer
+) -> None:
+    producer.init_transactions()
+    producer.begin_transaction()
+    broker.hold_produce = True
+    first = producer.send(TOPIC, b"first", partition=0)
+    wait_until(lambda: len(broker.held) == 1, message="the first batch held")
+    broker.hold_produce = False
+    # the leader saw the second batch first (a leader change): out of order, while the first
+    # is still unanswered, so it is sent again, with the same sequence
+    broker.script[ProduceRequest] = [ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER]
+    second = producer.send(TOPIC, b"second", partition=0)
+    wait_until(lambda: len(broker.sent(ProduceRequest)) == 3, message="the second sent again")
+    broker.release_produce()
+    assert first.result(5).offset >= 0 and second.result(5).offset >= 0
+    sequences = [_batch(r).base_sequence for r in broker.sent(ProduceRequest)]
+    assert sequences == [0, 1, 1]
+    producer.commit_transaction()
+    # out of order with nothing earlier in flight is a real gap: the transaction must abort
+    producer.begin_transaction()
+    broker.script[ProduceRequest] = [ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER]
+    with pytest.raises(ProduceError):
+        producer.send(TOPIC, b"third", partition=0).result(5)
+    with pytest.raises(TransactionError) as refused:
+        producer.commit_transaction()
+    assert refused.value.error_code is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
