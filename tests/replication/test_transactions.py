@@ -275,6 +275,34 @@ def test_a_partition_not_led_here_is_not_leader_and_an_unknown_one_unknown(
     ]
 
 
+def test_a_coordinators_append_skips_the_sequence_checks_a_clients_gets(
+    cluster: Cluster, client: Client
+) -> None:
+    topic = "txn-origin"
+    cluster.create_topic(topic, partitions=1, replication_factor=3)
+    leader = cluster.leader(topic, 0)
+
+    def produce_at(sequence: int, *, from_coordinator: bool) -> ErrorCode:
+        records = txn_batch(7010, b"v", sequence=sequence)
+        response = client.call(
+            addresses.replica_manager(leader),
+            ProduceRequest(
+                acks=-1,
+                timeout_ms=5_000,
+                from_coordinator=from_coordinator,
+                partitions=(ProducePartition(topic=topic, partition=0, records=records),),
+            ),
+            WAIT_S,
+        )
+        return produce_results(response)[(topic, 0)].error_code
+
+    assert produce_at(0, from_coordinator=False) is ErrorCode.NONE
+    # the producer's next batch must carry sequence 1 (Kafka's checkSequence) ...
+    assert produce_at(5, from_coordinator=False) is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    # ... unless a coordinator of the broker appends it (AppendOrigin.Coordinator)
+    assert produce_at(5, from_coordinator=True) is ErrorCode.NONE
+
+
 # -- the last stable offset -----------------------------------------------------------------------
 
 
