@@ -30,6 +30,13 @@ the clean section, which Kafka's documentation says the retention counts from), 
 only of clean segments keeps the mtime of its last one. A segment cleaned for the first time
 keeps its tombstones, as Kafka's do in practice (they are newer than every clean segment).
 
+**Transactions** (Kafka's rules, ``CleanedTransactionMetadata``): the dirty section ends at the
+first unstable offset too (`cleanable_offsets`); an aborted transaction's records, found through
+the `.txnindex` files, are neither mapped nor kept; committed transactional records are
+compacted by key like any other; markers are always kept (Kafka removes one once its
+transaction's records are gone and `delete.retention.ms` passed), and with them the entries of
+the cleaned segments' aborted-transaction indexes.
+
 **Locking.** The map and the cleaned segments are built outside the log's lock, from the old
 segments' files (inactive segments are never appended to); only the swap takes the lock.
 Kafka 0.9's optimistic check guards it: a log truncated, closed or shortened by retention
@@ -46,6 +53,7 @@ from pathlib import Path
 from typing import Final
 
 from kafkactor import tracing
+from kafkactor.storage.cleaned_transactions import CleanedTransactions
 from kafkactor.storage.errors import StorageError, TruncatedBatchError
 from kafkactor.storage.log import Log
 from kafkactor.storage.log_cleaner_manager import (
@@ -69,6 +77,7 @@ from kafkactor.storage.segment import (
     LogSegment,
     segment_file_name,
 )
+from kafkactor.storage.transaction_index import TXN_INDEX_SUFFIX
 
 __all__ = ["SWAP_STEPS", "CleanerStats", "LogCleaner", "OffsetMap", "group_segments_by_size"]
 
@@ -135,16 +144,21 @@ class _CleanFilter:
     retain_deletes: bool
     producer_last_sequences: dict[int, int]
     stats: CleanerStats
+    transactions: CleanedTransactions
+    aborted: bool = False  # the batch being filtered is an aborted transaction's
 
     def check_batch_retention(self, batch: RecordBatch) -> BatchRetention:
-        # An idempotent producer's last batch stays, if only as a header, so that its next
-        # sequence still follows on (Kafka 0.11+; transactions are not built).
+        # An aborted transaction's batch goes; an idempotent producer's last batch stays, if
+        # only as a header, so that its next sequence still follows on (Kafka 0.11+).
+        self.aborted = self.transactions.on_batch_read(batch)
         last = increment_sequence(batch.base_sequence, batch.last_offset_delta)
         if batch.producer_id >= 0 and self.producer_last_sequences.get(batch.producer_id) == last:
             return BatchRetention.RETAIN_EMPTY
-        return BatchRetention.DELETE_EMPTY
+        return BatchRetention.DELETE if self.aborted else BatchRetention.DELETE_EMPTY
 
     def should_retain_record(self, batch: RecordBatch, record: StoredRecord) -> bool:
+        if self.aborted:
+            return False
         if batch.is_control_batch or record.offset > self.offsets.latest_offset:
             return True
         if record.key is None:
@@ -221,7 +235,11 @@ class LogCleaner:
         if not dirty:
             return None
         stats = CleanerStats(first_dirty_offset=first_dirty)
-        offsets = self._build_offset_map(dirty, first_dirty, stats, check)
+        aborted = log.collect_aborted_transactions(dirty[0].base_offset, first_uncleanable)
+        transactions = CleanedTransactions(aborted)
+        offsets = self._build_offset_map(
+            dirty, first_dirty, first_uncleanable, stats, check, transactions=transactions
+        )
         end = max(offsets.latest_offset + 1, first_dirty)
         if end == first_dirty:
             return None
@@ -257,17 +275,24 @@ class LogCleaner:
         self,
         dirty: list[SegmentInfo],
         start: int,
+        stop: int,
         stats: CleanerStats,
         check: Callable[[], None],
+        *,
+        transactions: CleanedTransactions,
     ) -> OffsetMap:
+        """The keys of [start, stop); an aborted transaction's records are not mapped."""
         offsets = OffsetMap()
         for info in dirty:
             for batches in self._read_batches(info, check):
                 for batch in batches:
+                    if batch.base_offset >= stop:  # the first unstable offset: mapped no further
+                        return offsets
                     stats.map_bytes_read += batch.size_in_bytes
+                    aborted = transactions.on_batch_read(batch)
                     if batch.last_offset < start:
                         continue
-                    if not batch.is_control_batch:
+                    if not batch.is_control_batch and not aborted:
                         for record in batch.records():
                             stats.map_messages_read += 1
                             if record.key is not None and record.offset >= start:
@@ -281,7 +306,7 @@ class LogCleaner:
         log, stats, check = cleaning.log, cleaning.stats, cleaning.check
         base = group[0].base_offset
         old = [info.segment for info in group]
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # a leftover of a crash
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):  # a leftover
             (log.dir / (segment_file_name(base, suffix) + CLEANED_SUFFIX)).unlink(missing_ok=True)
         cleaned = LogSegment(
             log.dir,
@@ -292,6 +317,11 @@ class LogCleaner:
             file_suffix=CLEANED_SUFFIX,
         )
         swapped = False
+        # aborted transactions go only below the cleaning's end, at most the first unstable
+        # offset: their markers are replicated (see docs/storage.md)
+        transactions = CleanedTransactions(
+            log.collect_aborted_transactions(base, cleaning.stats.end_offset)
+        )
         try:
             any_dirty = False
             for info in group:
@@ -299,7 +329,11 @@ class LogCleaner:
                 any_dirty = any_dirty or is_dirty
                 retain_deletes = is_dirty or info.last_modified_ms > stats.delete_horizon_ms
                 record_filter = _CleanFilter(
-                    cleaning.offsets, retain_deletes, cleaning.view.producer_last_sequences, stats
+                    cleaning.offsets,
+                    retain_deletes,
+                    cleaning.view.producer_last_sequences,
+                    stats,
+                    transactions,
                 )
                 stats.segments_read += 1
                 for batches in self._read_batches(info, check):
@@ -315,6 +349,10 @@ class LogCleaner:
                             max_timestamp=result.max_timestamp,
                         )
             cleaned.trim_index()
+            # markers are kept, so each aborted transaction's entry stays with its marker
+            cleaned.txn_index.reset(
+                [entry for old_segment in old for entry in old_segment.txn_index.entries]
+            )
             modified_ms = cleaning.now_ms if any_dirty else group[-1].last_modified_ms
             os.utime(cleaned.log_path, ns=(modified_ms * 1_000_000, modified_ms * 1_000_000))
             cleaned.flush()

@@ -82,6 +82,8 @@ class LogView:
     truncations: int
     log_end_offset: int
     producer_last_sequences: dict[int, int]
+    first_unstable_offset: int | None = None
+    """Where the log's earliest open (or unreplicated) transaction starts: never cleaned."""
 
     @property
     def inactive(self) -> list[SegmentInfo]:
@@ -117,7 +119,7 @@ def describe_segments(log: Log) -> LogView:
             for segment, end in zip(segments, ends, strict=True)
         ]
         producers = {pid: e.last_sequence for pid, e in log.producer_state.producers.items()}
-        return LogView(infos, log.truncations, log_end, producers)
+        return LogView(infos, log.truncations, log_end, producers, log.first_unstable_offset)
 
     return log.read_segments(read)
 
@@ -147,14 +149,17 @@ def cleanable_offsets(
 ) -> tuple[int, int]:
     """The dirty section to clean: [first dirty offset, first uncleanable offset).
 
-    Kafka's ``LogCleanerManager.cleanableOffsets``, without transactions (no last stable
-    offset bounds it).
+    Kafka's ``LogCleanerManager.cleanableOffsets``: the dirty section ends at the active
+    segment, the first unstable offset (a transaction still open, or whose marker is not
+    replicated yet, is never cleaned) and the first segment within `min.compaction.lag.ms`.
     """
     start = view.log_start_offset
     first_dirty = checkpointed if checkpointed is not None else start
     if not start <= first_dirty <= view.log_end_offset:
         first_dirty = start  # below the start (retention) or past the end (a truncation)
     first_uncleanable = view.active_base
+    if view.first_unstable_offset is not None:
+        first_uncleanable = min(first_uncleanable, view.first_unstable_offset)
     if min_compaction_lag_ms > 0:
         horizon = now_ms - min_compaction_lag_ms
         for info in _from_floor(view.inactive, first_dirty):

@@ -327,6 +327,7 @@ class LogSegment:
         os.fsync(self._fd)
         self.index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def dup_fds(self) -> list[int]:
         """Duplicates of the log and both index file descriptors, for an fsync outside the log

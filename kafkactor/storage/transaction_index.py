@@ -161,6 +161,10 @@ class TransactionIndex:
                 return found, True
         return found, False
 
+    def flush(self) -> None:
+        if self._fd is not None:
+            os.fsync(self._fd)
+
     def dup_fd(self) -> int | None:
         """A duplicate of the open file's descriptor to fsync, None when nothing was written."""
         return None if self._fd is None else os.dup(self._fd)

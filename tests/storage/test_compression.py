@@ -28,7 +28,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkactor.clients.consumer import Consumer
+from kafkactor.clients.completed_fetch import read_fetched
 from kafkactor.messages.replication import FetchPartitionData
 from kafkactor.storage import (
     MAX_DECOMPRESSED_SIZE,
@@ -261,7 +261,7 @@ def test_round_trip_through_the_log(tmp_path: Path, codec: CompressionType) -> N
     assert batch.records() == expected(records, 3)
     # The in-process consumer reads its records out of the fetched (compressed) batch.
     fetched = FetchPartitionData(topic="events", partition=0, records=read)
-    consumed = Consumer._records(fetched, 10)
+    consumed = read_fetched(fetched, 10, 0).records
     assert [(r.offset, r.key, r.value) for r in consumed] == [
         (r.offset, r.key, r.value) for r in expected(records, 3)[7:]
     ]
