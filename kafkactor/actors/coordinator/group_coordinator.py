@@ -378,7 +378,8 @@ class GroupCoordinatorCore:
         error = self._status_error(group_id)
         if error is not None:
             return OffsetDeleteOutcome(error)
-        outcome = delete_offsets(self.groups.get(group_id), partitions, now_ms)
+        pending = self.txn_offsets.has_any(group_id)
+        outcome = delete_offsets(self.groups.get(group_id), partitions, now_ms, txn_pending=pending)
         if outcome.group_removed:
             del self.groups[group_id]
             self.txn_offsets.positions.pop(group_id, None)

@@ -33,7 +33,11 @@ class OffsetDeleteOutcome:
 
 
 def delete_offsets(
-    group: GroupMetadata | None, partitions: Iterable[TopicPartition], now_ms: int
+    group: GroupMetadata | None,
+    partitions: Iterable[TopicPartition],
+    now_ms: int,
+    *,
+    txn_pending: bool = False,
 ) -> OffsetDeleteOutcome:
     """Delete `partitions`' committed offsets of `group` (None: not known here).
 
@@ -47,7 +51,9 @@ def delete_offsets(
     Offsets go from the cache at once, pending commits of those partitions too (their append's
     completion then commits nothing). Each committed offset removed gets a tombstone. An Empty
     group left with no offset goes Dead and leaves the coordinator; its metadata gets a
-    tombstone as well unless it never had a generation (a group only storing offsets)."""
+    tombstone as well unless it never had a generation (a group only storing offsets). A
+    group with a transaction's offsets pending (`txn_pending`) has offsets still, as Kafka's
+    hasOffsets counts them: it stays."""
     if group is None or group.state is GroupState.DEAD:
         return OffsetDeleteOutcome(ErrorCode.GROUP_ID_NOT_FOUND)
     wanted = list(dict.fromkeys(partitions))
@@ -68,7 +74,7 @@ def delete_offsets(
         return OffsetDeleteOutcome(ErrorCode.NONE, answers)
     removed = group.remove_offsets(eligible)
     answers.update(dict.fromkeys(eligible, ErrorCode.NONE))
-    dead = group.state is GroupState.EMPTY and not group.has_offsets
+    dead = group.state is GroupState.EMPTY and not group.has_offsets and not txn_pending
     if dead:
         group.transition_to(GroupState.DEAD, now_ms)
     metadata = dead and group.generation_id > 0

@@ -226,6 +226,10 @@ class TxnOffsetCommits:
             tp in p for p in self.in_flight.get(group_id, {}).values()
         )
 
+    def has_any(self, group_id: str) -> bool:
+        """Whether a transaction has any offset pending in the group (acknowledged or not)."""
+        return bool(self.pending.get(group_id)) or bool(self.in_flight.get(group_id))
+
     # -- loading and unloading -------------------------------------------------------------------
 
     def load(

@@ -315,6 +315,24 @@ def test_a_group_deleted_while_its_transaction_is_open_comes_back_with_the_commi
     assert committed(shell, TP) == {TP: 42}
 
 
+def test_offset_delete_keeps_an_empty_group_with_a_transactions_offsets_pending() -> None:
+    """Kafka's hasOffsets counts the pending transactional offsets: an Empty group whose last
+    committed offset is deleted stays while a transaction has offsets pending there."""
+    shell = Shell()
+    (member,), generation = shell.stable_group(1)
+    shell.commit({TP: 3}, member, generation)
+    shell.leave(member)
+    txn_commit(shell, {tp("orders", 1): 42})
+    outcome = shell.core.handle_delete_offsets(GROUP, [TP], shell.now)
+    assert outcome.partitions == {TP: NONE}
+    assert not outcome.group_removed
+    assert outcome.tombstones is not None and not outcome.tombstones.metadata
+    assert shell.state() is GroupState.EMPTY
+    complete(shell, True)
+    assert committed(shell) == {tp("orders", 1): 42}
+    assert shell.group().generation_id == generation + 1  # the same group, not a new one
+
+
 def test_an_abort_after_the_groups_deletion_leaves_no_group() -> None:
     shell = Shell()
     txn_commit(shell, {TP: 42})
