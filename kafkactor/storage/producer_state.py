@@ -35,12 +35,10 @@ transactions (`kafkactor.storage.transactions`), as Kafka's ``ProducerAppendInfo
   and records its coordinator epoch; a marker of an older producer epoch is refused
   (INVALID_PRODUCER_EPOCH), one of an older coordinator epoch too
   (TRANSACTION_COORDINATOR_FENCED);
-- `AppendOrigin.COORDINATOR` appends (markers, transactional offset commits) skip the
-  sequence checks and duplicate detection, keeping the epoch checks.
+- `AppendOrigin.COORDINATOR` appends skip sequence checks and duplicates, not epoch checks.
 
-Followers do not validate: they take the state from the batches they append
-(`update_from_batches`), so a follower that becomes leader dedupes a retry of a batch its old
-leader wrote, and knows the transactions its leader opened.
+Followers do not validate (`update_from_batches`): a follower that becomes leader dedupes a
+retry of a batch its old leader wrote, and knows the transactions its leader opened.
 
 Kafka snapshots this state to ``<offset>.snapshot`` files and reloads from the latest one. We
 keep it in memory only: opening a log rebuilds it from every batch header on disk
@@ -467,8 +465,7 @@ class ProducerStateManager:
         return True
 
     def on_log_start_offset(self, log_start_offset: int) -> None:
-        """The log start moved: completed transactions below it are gone (Kafka's
-        ``onLogStartOffsetIncremented``)."""
+        """Kafka's ``onLogStartOffsetIncremented``: completed transactions below it go."""
         self.transactions.on_high_watermark(log_start_offset)
 
     def clear(self) -> None:
