@@ -256,6 +256,17 @@ def test_offsets_partition_joins_the_transaction_and_gets_the_marker(zk_trio: Tx
     assert (ids.producer_id, True) in zk_trio.markers(offsets)
 
 
+def test_a_deleted_partition_does_not_hold_the_commit(zk_trio: Txns) -> None:
+    kept = _topic(zk_trio.cluster, "kept-orders", 1)
+    doomed = _topic(zk_trio.cluster, "doomed-orders", 1)
+    ids = zk_trio.init("deleted-1")
+    assert zk_trio.add("deleted-1", ids, *kept, *doomed) is E.NONE
+    zk_trio.cluster.delete_topic("doomed-orders")
+    assert zk_trio.end("deleted-1", ids, committed=True) is E.NONE
+    zk_trio.wait_state("deleted-1", "CompleteCommit")
+    assert zk_trio.markers(kept[0]) == [(ids.producer_id, True)]
+
+
 # -- fencing --------------------------------------------------------------------------------------
 
 
