@@ -70,7 +70,8 @@ SUPPORTED: Final[dict[ApiKey, tuple[int, int]]] = {
     # OffsetCommit 0-1 and OffsetFetch 0, removed in Kafka 4 (KIP-896) and absent from kio,
     # are served through entities transcribed from Kafka 3's definitions (removed_versions.py)
     ApiKey.OFFSET_COMMIT: (0, 7),
-    ApiKey.OFFSET_FETCH: (0, 5),
+    # v6 is flexible, v7 adds require_stable (KIP-447), as Kafka 2.8 serves them
+    ApiKey.OFFSET_FETCH: (0, 7),
     ApiKey.OFFSET_DELETE: (0, 0),  # KIP-496, Kafka 2.8's only version
     # groups (key type 0) and transactional ids (1). Every Kafka broker lists FindCoordinator,
     # and librdkafka takes its absence for a pre-0.10 broker and then sends lz4 batches

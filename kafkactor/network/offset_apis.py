@@ -149,9 +149,13 @@ class OffsetApis:
             for index in topic.partition_indexes
         )
         # v0 read ZooKeeper in Kafka 0.8.2; here it reads the coordinator, as v1 does.
-        # require_stable (KIP-447) comes with v7: never asked for in the versions served
+        # v7's require_stable (KIP-447): a partition with a transaction's offset still waiting
+        # for its marker answers UNSTABLE_OFFSET_COMMIT (the coordinator decides)
         request = OffsetFetchRequest(
-            group_id=body.group_id, partitions=wanted, all_partitions=every
+            group_id=body.group_id,
+            partitions=wanted,
+            all_partitions=every,
+            require_stable=bool(getattr(body, "require_stable", False)),
         )
 
         def fetched(response: OffsetFetchResponse | None, code: ErrorCode) -> Step:

@@ -20,6 +20,11 @@ from kafkactor.actors.transaction.transaction_config import transaction_state_to
 from kafkactor.actors.transaction.transaction_log import partition_for_transactional_id
 from kafkactor.common import TRANSACTION_STATE_TOPIC, BrokerEndpoint
 from kafkactor.messages import ErrorCode, ErrorResponse, Response
+from kafkactor.messages.group import (
+    OffsetFetchPartitionResult,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+)
 from kafkactor.messages.offsets import ListOffsetsRequest, ListOffsetsResponse
 from kafkactor.messages.replication import (
     AbortedTransaction,
@@ -83,6 +88,7 @@ from tests.network.wire import (
     find_coordinator_request,
     init_transactional_producer_id_request,
     list_transactions_request,
+    offset_fetch_request,
     sample_request,
     served_range,
     txn_offset_commit_request,
@@ -744,3 +750,24 @@ def test_a_coordinator_failure_is_answered_coordinator_not_available(api: ApiKey
     step = asked(handle(apis(), api, 3, _WHOLE[api](3)), TXN_COORDINATOR, object)
     failed = ErrorResponse(error_code=ErrorCode.NETWORK_EXCEPTION)
     assert answer(step.then(failed), api, 3).error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+
+# -- OffsetFetch v7: stable offsets (KIP-447) ----------------------------------------------------
+
+
+@pytest.mark.parametrize("stable", [False, True], ids=["any", "require-stable"])
+def test_offset_fetch_v7_asks_for_stable_offsets(stable: bool) -> None:
+    body = dataclasses.replace(offset_fetch_request(7), require_stable=stable)
+    step = asked(
+        handle(apis(), ApiKey.OFFSET_FETCH, 7, body), GROUP_COORDINATOR, OffsetFetchRequest
+    )
+    assert step.request.require_stable is stable
+    pending = ErrorCode.UNSTABLE_OFFSET_COMMIT  # a transaction's offset waits for its marker
+    reply = OffsetFetchResponse(
+        partitions=tuple(
+            OffsetFetchPartitionResult(topic=p.topic, partition=p.partition, error_code=pending)
+            for p in step.request.partitions
+        )
+    )
+    done = answer(step.then(reply), ApiKey.OFFSET_FETCH, 7)
+    assert {p.error_code for t in done.topics for p in t.partitions} == {pending}

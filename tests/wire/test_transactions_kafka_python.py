@@ -17,7 +17,7 @@ from typing import Any
 import kafka.codec
 import kafka.errors
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from kafkactor.storage import CompressionType
@@ -222,3 +222,41 @@ def test_compressed_batches_inside_transactions(
     ]
     assert len(read_all(cluster, topic, 1, "read_uncommitted")) == 100
     assert CODECS[codec] in stored_codecs(cluster, topic, 0) - {CompressionType.NONE}
+
+
+def test_the_admin_client_describes_and_lists_an_open_transaction(
+    cluster: Cluster, topic: str, producers: list[Any]
+) -> None:
+    cluster.create_topic(topic, 2, 3)
+    transactional_id = f"txn-{topic}"
+    client = transactional(cluster, producers, transactional_id)
+    client.begin_transaction()
+    client.send(topic, b"open", partition=1).get(timeout=TXN_S)
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        described = admin.describe_transactions([transactional_id])[transactional_id]
+        assert described.state.value == "Ongoing"
+        assert described.topic_partitions == {TopicPartition(topic, 1)}
+        assert described.transaction_timeout_ms == 60_000  # kafka-python's default
+        listed = [
+            t
+            for per_broker in admin.list_transactions(state_filters=["Ongoing"]).values()
+            for t in per_broker
+            if t.transactional_id == transactional_id
+        ]
+        assert [(t.producer_id, t.state.value) for t in listed] == [
+            (described.producer_id, "Ongoing")
+        ]
+        client.commit_transaction()  # answered once PrepareCommit is written (Kafka's EndTxn)
+        wait_until(
+            lambda: (
+                admin.describe_transactions([transactional_id])[transactional_id].state.value
+                == "CompleteCommit"
+            ),
+            TXN_S,
+            "the markers written and the transaction complete",
+        )
+        with pytest.raises(kafka.errors.TransactionalIdNotFoundError):
+            admin.describe_transactions([f"{transactional_id}-never-used"])
+    finally:
+        admin.close()
