@@ -342,8 +342,10 @@ class TransactionManager:
         if code in _BUMP:
             with self._lock:
                 self._epoch_bump_required = True
-            raise self._abortable(TransactionError(code, f"{operation}: {code.name}", True))
-        raise self._fatal(TransactionError(code, f"Unexpected error in {operation}Response"))
+            raise self._abortable(TransactionError(code, f"{operation}: {_message(code)}", True))
+        raise self._fatal(
+            TransactionError(code, f"Unexpected error in {operation}Response; {_message(code)}")
+        )
 
     def _init_producer_id(self, deadline: Deadline, *, bump: bool) -> None:
         request = InitProducerIdRequest(
@@ -362,7 +364,9 @@ class TransactionManager:
             )
         if code is not ErrorCode.NONE:
             raise self._fatal(
-                TransactionError(code, f"Unexpected error in InitProducerIdResponse: {code.name}")
+                TransactionError(
+                    code, f"Unexpected error in InitProducerIdResponse; {_message(code)}"
+                )
             )
         with self._lock:
             self.producer_id, self.producer_epoch = response.producer_id, response.producer_epoch
@@ -433,7 +437,9 @@ class TransactionManager:
             )
         if code in (ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.FENCED_INSTANCE_ID):
             raise self._abortable(TransactionError(code, f"group {group_id!r}", abortable=True))
-        raise self._fatal(TransactionError(code, "Unexpected error in TxnOffsetCommitResponse"))
+        raise self._fatal(
+            TransactionError(code, f"Unexpected error in TxnOffsetCommitResponse; {_message(code)}")
+        )
 
     def _end_transaction(self, deadline: Deadline, *, committed: bool) -> None:
         """EndTxn, if the coordinator knows of the transaction (Kafka skips it otherwise), then
@@ -454,6 +460,26 @@ class TransactionManager:
             self._transition(_S.INITIALIZING if bump else _S.READY)
         if bump:
             self._init_producer_id(deadline, bump=True)
+
+
+# Kafka's Errors messages of the codes a transactional call may fail with
+_KAFKA_MESSAGES = {
+    ErrorCode.INVALID_TXN_STATE: (
+        "The producer attempted a transactional operation in an invalid state."
+    ),
+    ErrorCode.INVALID_PRODUCER_ID_MAPPING: (
+        "The producer attempted to use a producer id which is not currently assigned to its "
+        "transactional id."
+    ),
+    ErrorCode.INVALID_TRANSACTION_TIMEOUT: (
+        "The transaction timeout is larger than the maximum value allowed by the broker (as "
+        "configured by transaction.max.timeout.ms)."
+    ),
+}
+
+
+def _message(code: ErrorCode) -> str:
+    return _KAFKA_MESSAGES.get(code, code.name)
 
 
 def _fenced(operation: str) -> str:

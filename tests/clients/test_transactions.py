@@ -19,8 +19,9 @@ import pytest
 
 from kafkactor.actors.broker import BrokerConfig
 from kafkactor.actors.coordinator.results import GroupConfig
-from kafkactor.clients import Consumer, Producer, ProducerFencedError
+from kafkactor.clients import Consumer, Producer, ProducerFencedError, TransactionError
 from kafkactor.common import TopicPartition
+from kafkactor.messages import ErrorCode
 from kafkactor.testing import Cluster
 from tests.replication.support import FAST
 
@@ -195,3 +196,16 @@ def test_a_transaction_left_open_past_its_timeout_is_aborted_by_the_broker(
         assert time.monotonic() < deadline, "the open transaction was never aborted"
     with pytest.raises(ProducerFencedError):  # its epoch was bumped by the abort
         producer.commit_transaction()
+
+
+def test_a_transaction_timeout_above_the_brokers_maximum_is_refused_with_kafkas_error(
+    cluster: Cluster,
+) -> None:
+    producer = cluster.producer(transactional_id="too-patient", transaction_timeout_ms=900_001)
+    with pytest.raises(TransactionError) as refused:
+        producer.init_transactions()
+    assert refused.value.error_code is ErrorCode.INVALID_TRANSACTION_TIMEOUT
+    assert not refused.value.abortable  # fatal, as Kafka's InitProducerIdHandler makes it
+    assert "larger than the maximum value allowed by the broker" in str(refused.value)
+    with pytest.raises(TransactionError):
+        producer.begin_transaction()
