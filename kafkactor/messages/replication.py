@@ -424,3 +424,4 @@ class PartitionDescription(Response):
     log_end_offset: int = 0
     high_watermark: int = 0
     follower_log_end_offsets: tuple[tuple[int, int], ...] = ()
+    last_stable_offset: int = 0  # KIP-98's LSO: the HW unless a transaction is open below it

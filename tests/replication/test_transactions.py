@@ -455,6 +455,7 @@ def test_a_follower_that_becomes_leader_has_the_same_lso(cluster: Cluster, clien
         message="the new leader answers its HW",
     )
     assert latest(client, new_leader, topic, READ_COMMITTED) == 1  # the transaction still open
+    assert cluster.describe_partition(topic, 0).last_stable_offset == 1
     data = fetch(client, cluster, topic, 0, READ_COMMITTED)
     assert (data.high_watermark, data.last_stable_offset) == (3, 1)
     assert batch_offsets(data.records) == [(0, 0)]

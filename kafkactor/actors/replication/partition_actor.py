@@ -667,6 +667,7 @@ class PartitionActor(TracedActor):
                 log_end_offset=self.log.log_end_offset,
                 high_watermark=state.high_watermark,
                 follower_log_end_offsets=tuple(sorted(state.follower_log_end_offsets().items())),
+                last_stable_offset=self.log.last_stable_offset(state.high_watermark),
             ),
         )
 
