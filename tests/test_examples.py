@@ -37,6 +37,11 @@ PROMISES = {
         "each order read exactly once: True",
     ],
     "controller_failover.py": ["epoch 2"],
+    "transactional_producer.py": [
+        "committed: paid 0, paid 1, paid 2",
+        "read_committed sees: ['paid 0', 'paid 1', 'paid 2']",
+        "read_uncommitted sees: ['paid 0', 'paid 1', 'paid 2', 'refund 0']",
+    ],
     "analyze_events.py": [
         "events analysed, 0 corrupt lines",
         "report: ",
@@ -90,7 +95,10 @@ def test_example_runs_and_prints_what_it_promises(
     assert not list(cwd.iterdir()), "an example left files behind"
 
 
-@pytest.mark.parametrize("name", ["kafka_python_client.py", "kafka_python_consumer_group.py"])
+@pytest.mark.parametrize(
+    "name",
+    ["kafka_python_client.py", "kafka_python_consumer_group.py", "transactional_producer.py"],
+)
 def test_the_readme_shows_the_kafka_python_examples_as_they_run(name: str) -> None:
     """The README's wire-protocol examples are these files, as run above."""
     readme = (EXAMPLES.parent / "README.md").read_text(encoding="utf-8")
