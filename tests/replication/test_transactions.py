@@ -437,29 +437,36 @@ def test_the_transaction_coordinator_loads_what_its_broker_leads_and_unloads_wha
 
 def test_a_follower_that_becomes_leader_has_the_same_lso(cluster: Cluster, client: Client) -> None:
     topic = "txn-failover"
-    open_transaction(client, cluster, topic, 7007)
+    cluster.create_topic(topic, partitions=1, replication_factor=3, config=MIN_ISR_2)
+    assert produce(client, cluster, topic, plain(b"before")) == 0
+    assert produce(client, cluster, topic, txn_batch(7008, b"committed")) == 1
+    end_txn(client, cluster, topic, 7008, committed=True)  # its marker at 2
+    assert produce(client, cluster, topic, txn_batch(7007, b"open")) == 3
+    assert produce(client, cluster, topic, plain(b"after")) == 4
     old_leader = cluster.leader(topic, 0)
+    # every follower's producer state came from replication, and its HW passed 7008's marker:
+    # its LSO is the open transaction's first offset
     wait_until(
         lambda: all(
-            cluster.describe_partition(topic, 0, broker=b).high_watermark == 3
-            for b in cluster.replicas(topic, 0)
+            (d.high_watermark, d.last_stable_offset) == (5, 3)
+            for d in (cluster.describe_partition(topic, 0, broker=b) for b in (1, 2, 3))
         ),
-        message="every replica knows the HW",
+        message="every replica at HW 5 and LSO 3",
     )
 
     cluster.stop_broker(old_leader)  # its session closes: the controller elects at once
     new_leader = cluster.wait_for_leader(topic, 0, not_broker=old_leader)
 
     wait_until(
-        lambda: latest(client, new_leader, topic, READ_UNCOMMITTED) == 3,
+        lambda: latest(client, new_leader, topic, READ_UNCOMMITTED) == 5,
         message="the new leader answers its HW",
     )
-    assert latest(client, new_leader, topic, READ_COMMITTED) == 1  # the transaction still open
-    assert cluster.describe_partition(topic, 0).last_stable_offset == 1
+    assert latest(client, new_leader, topic, READ_COMMITTED) == 3  # 7007's still open
+    assert cluster.describe_partition(topic, 0).last_stable_offset == 3
     data = fetch(client, cluster, topic, 0, READ_COMMITTED)
-    assert (data.high_watermark, data.last_stable_offset) == (3, 1)
-    assert batch_offsets(data.records) == [(0, 0)]
+    assert (data.high_watermark, data.last_stable_offset) == (5, 3)
+    assert batch_offsets(data.records) == [(0, 0), (1, 1), (2, 2)]
 
     end_txn(client, cluster, topic, 7007, committed=True)
 
-    assert latest(client, new_leader, topic, READ_COMMITTED) == 4
+    assert latest(client, new_leader, topic, READ_COMMITTED) == 6
