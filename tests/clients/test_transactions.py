@@ -19,8 +19,9 @@ import pytest
 
 from kafkactor.actors.broker import BrokerConfig
 from kafkactor.actors.coordinator.results import GroupConfig
+from kafkactor.actors.transaction import partition_for_transactional_id
 from kafkactor.clients import Consumer, Producer, ProducerFencedError, TransactionError
-from kafkactor.common import TopicPartition
+from kafkactor.common import TRANSACTION_STATE_TOPIC, TopicPartition
 from kafkactor.messages import ErrorCode
 from kafkactor.testing import Cluster
 from tests.replication.support import FAST
@@ -209,3 +210,24 @@ def test_a_transaction_timeout_above_the_brokers_maximum_is_refused_with_kafkas_
     assert "larger than the maximum value allowed by the broker" in str(refused.value)
     with pytest.raises(TransactionError):
         producer.begin_transaction()
+
+
+def test_a_transaction_outlives_the_death_of_its_coordinators_broker() -> None:
+    # its own cluster: a broker is killed, and ZooKeeper sessions expire fast
+    with Cluster(3, config=CONFIG, properties=PROPERTIES, session_timeout_ms=600) as cluster:
+        topic = _topic(cluster, "txn-failover")
+        producer = _producer(cluster, "survivor", request_timeout_ms=2_000)
+        producer.begin_transaction()
+        producer.send(topic, b"before", partition=0).result(WAIT_S)
+        coordinator = cluster.leader(
+            TRANSACTION_STATE_TOPIC, partition_for_transactional_id("survivor", 3)
+        )
+        cluster.kill_broker(coordinator)
+        # the next send and the commit find the new coordinator, which loaded the transaction
+        producer.send(topic, b"after", partition=0)
+        producer.commit_transaction(timeout_ms=int(WAIT_S * 1000))
+        read_committed = _reader(cluster, topic, "read_committed")
+        assert _read_until(read_committed, lambda v: len(v) >= 2) == [b"before", b"after"]
+        assert cluster.leader(
+            TRANSACTION_STATE_TOPIC, partition_for_transactional_id("survivor", 3)
+        ) not in (coordinator, -1)
