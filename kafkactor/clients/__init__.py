@@ -9,7 +9,7 @@ with `isolation_level="read_committed"` reads only what committed transactions w
 """
 
 from kafkactor.clients.consumer import Consumer, ConsumerRecord
-from kafkactor.clients.consumer_coordinator import ConsumerCoordinator
+from kafkactor.clients.consumer_coordinator import ConsumerCoordinator, ConsumerGroupMetadata
 from kafkactor.clients.errors import (
     ClientError,
     CommitFailedError,
@@ -29,6 +29,7 @@ __all__ = [
     "Consumer",
     "ConsumerCoordinator",
     "ConsumerError",
+    "ConsumerGroupMetadata",
     "ConsumerRecord",
     "ProduceError",
     "Producer",

@@ -19,7 +19,7 @@ from kafkactor.clients.completed_fetch import (
     ConsumerRecord,
     read_fetched,
 )
-from kafkactor.clients.consumer_coordinator import ConsumerCoordinator
+from kafkactor.clients.consumer_coordinator import ConsumerCoordinator, ConsumerGroupMetadata
 from kafkactor.clients.errors import ClientError, ConsumerError
 from kafkactor.clients.metadata import ClientMetadata
 from kafkactor.clients.offset_fetcher import reset_positions
@@ -480,6 +480,10 @@ class Consumer:
         partition). `CommitFailedError` when the group rebalanced without this consumer,
         `ClientError` for any other failure; ValueError without a `group_id`."""
         self._group("commit").commit(dict(self._positions) if offsets is None else offsets)
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """Kafka's `groupMetadata()`: for `send_offsets_to_transaction`; needs a `group_id`."""
+        return self._group("group_metadata").group_metadata()
 
     def committed(self, partition: TopicPartition | tuple[str, int]) -> int | None:
         """The group's committed offset for a partition (None: none); needs a `group_id`."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from kafkactor.actors.coordinator.consumer_protocol import (
@@ -48,7 +49,20 @@ from kafkactor.messages.group import (
     SyncGroupAssignment,
 )
 
-__all__ = ["ConsumerCoordinator"]
+__all__ = ["ConsumerCoordinator", "ConsumerGroupMetadata"]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadata:
+    """Kafka's `ConsumerGroupMetadata` (KIP-447): the group, generation and member a consumer
+    is. A transactional producer's `send_offsets_to_transaction` sends them with the offsets
+    (TxnOffsetCommit v3), so the group coordinator refuses the offsets of a member the group
+    moved on from (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID). Generation -1 and member "" skip
+    that check (a group id alone)."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
 
 
 def _committed(response: Any) -> dict[TopicPartition, int]:
@@ -333,6 +347,10 @@ class ConsumerCoordinator(AbstractCoordinator):
                 for tp, offset in sorted(offsets.items())
             ),
         )
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This member's group, generation and member id, as it knows them now."""
+        return ConsumerGroupMetadata(self.group_id, self.generation_id, self.member_id)
 
     def committed(self, partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int | None]:
         """The group's committed offsets (None for a partition without one), via OffsetFetch;

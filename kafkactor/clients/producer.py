@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 from kafkactor.actors.runtime import Client, Directory, MailboxFullError, addresses
 from kafkactor.clients.buffer_pool import BufferPool
+from kafkactor.clients.consumer_coordinator import ConsumerGroupMetadata
 from kafkactor.clients.errors import ClientError, ProduceError, TransactionStateError
 from kafkactor.clients.metadata import ClientMetadata
 from kafkactor.clients.request_timeouts import Attempt, RequestTimeouts
@@ -120,7 +121,7 @@ class Producer:
 
     **Transactions** (KIP-98). With a `transactional_id` the producer is transactional and
     idempotent (a `TransactionManager`): `init_transactions()` once, then per transaction
-    `begin_transaction()`, sends, `send_offsets_to_transaction(offsets, group_id)` and
+    `begin_transaction()`, sends, `send_offsets_to_transaction(offsets, group)` and
     `commit_transaction()` or `abort_transaction()`, each blocking for at most its `timeout_ms`
     (default `max_block_ms`). Its batches carry the producer id, epoch, per-partition sequences
     and the transactional bit; acks must be all (-1, the default then) and retries are
@@ -208,20 +209,20 @@ class Producer:
     def send_offsets_to_transaction(
         self,
         offsets: Mapping[TopicPartition, int],
-        group_id: str,
+        group: str | ConsumerGroupMetadata,
         timeout_ms: int | None = None,
-        *,
-        generation_id: int = -1,
-        member_id: str = "",
     ) -> None:
         """Commit a consumer group's `offsets` (the next offset to read, per partition) with
-        the transaction: visible to the group when it commits, dropped when it aborts."""
+        the transaction: visible to the group when it commits, dropped when it aborts. `group`
+        is a group id, or a member's `Consumer.group_metadata()` (KIP-447: refused if the group
+        moved on from that member)."""
+        meta = group if isinstance(group, ConsumerGroupMetadata) else ConsumerGroupMetadata(group)
         self._transactional().send_offsets_to_transaction(
             offsets,
-            group_id,
+            meta.group_id,
             self._deadline(timeout_ms),
-            generation_id=generation_id,
-            member_id=member_id,
+            generation_id=meta.generation_id,
+            member_id=meta.member_id,
         )
 
     def commit_transaction(self, timeout_ms: int | None = None) -> None:

@@ -15,6 +15,7 @@ import pytest
 
 from kafkactor.actors.runtime import Directory, addresses
 from kafkactor.clients import (
+    ConsumerGroupMetadata,
     ProduceError,
     Producer,
     ProducerFencedError,
@@ -375,7 +376,7 @@ def test_offsets_go_to_the_transaction_then_to_the_groups_coordinator(
     producer.init_transactions()
     producer.begin_transaction()
     offsets = {TopicPartition(topic="in", partition=0): 42}
-    producer.send_offsets_to_transaction(offsets, "readers", generation_id=3, member_id="m-1")
+    producer.send_offsets_to_transaction(offsets, ConsumerGroupMetadata("readers", 3, "m-1"))
     producer.commit_transaction()
     assert broker.names() == ["InitProducerId", "AddOffsetsToTxn", "TxnOffsetCommit", "EndTxn"]
     (added,) = broker.sent(AddOffsetsToTxnRequest)

@@ -159,17 +159,25 @@ def test_offsets_sent_to_the_transaction_are_where_a_restarted_group_member_star
 
     reader = member()
     inputs = _read_until(reader, lambda v: len(v) >= 6)[:6]
-    # the first 4 inputs are transformed and committed with their offsets ...
+    # the first 4 inputs are transformed and committed with their offsets, as this member's
     producer.begin_transaction()
     _send(producer, sink, [b"x" + v for v in inputs[:4]])
-    producer.send_offsets_to_transaction({tp: 4}, group)
+    producer.send_offsets_to_transaction({tp: 4}, reader.group_metadata())
     producer.commit_transaction()
     # ... the next 2 are aborted, their offsets too
     producer.begin_transaction()
     _send(producer, sink, [b"x" + v for v in inputs[4:6]])
     producer.send_offsets_to_transaction({tp: 6}, group)
     producer.abort_transaction()
+    stale = reader.group_metadata()
     reader.close()
+    # a member that left is a zombie: its offsets are refused (KIP-447), the transaction aborts
+    producer.begin_transaction()
+    with pytest.raises(TransactionError) as zombie:
+        producer.send_offsets_to_transaction({tp: 6}, stale)
+    assert zombie.value.abortable
+    assert zombie.value.error_code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION)
+    producer.abort_transaction()
 
     restarted = member()
     resumed = _read_until(restarted, lambda v: len(v) >= 6)
