@@ -340,11 +340,37 @@ def test_a_new_coordinator_completes_a_prepared_commit(zk_trio: Txns) -> None:
         zk_trio.wait_state(tid, "CompleteCommit")
         (completed,) = events.named("txn.completed", transactional_id=tid)
         assert completed["cause"] == "init" and completed["broker"] == successor
-        assert events.named("txn.unload", broker=coordinator)
         assert events.named("txn.load", broker=successor)
     assert zk_trio.markers(tp) == [(ids.producer_id, True)]
     cluster.restart_broker(coordinator)
     wait_until(lambda: set(cluster.live_brokers()) == {1, 2, 3}, message="all brokers back")
+    # the preferred replica leads again: the successor unloads, the first coordinator loads
+    # the completed transaction back from the log
+    partition = partition_for_transactional_id(tid, PARTITIONS)
+    with captured_events() as events:
+        assert cluster.replicas(TRANSACTION_STATE_TOPIC, partition)[0] == coordinator
+
+        def preferred_leads() -> bool:
+            if zk_trio.coordinator(tid) == coordinator:
+                return True
+            if coordinator in cluster.isr(TRANSACTION_STATE_TOPIC, partition):
+                cluster.elect_leaders([(TRANSACTION_STATE_TOPIC, partition)])
+            return False
+
+        wait_until(preferred_leads, timeout_s=3 * WAIT_S, message="the first coordinator leads")
+        wait_until(
+            lambda: zk_trio.describe(tid, coordinator).error_code is E.NONE,
+            message="the id loaded back",
+        )
+        assert zk_trio.describe(tid, coordinator).state == "CompleteCommit"
+        wait_until(
+            lambda: events.named("txn.unload", broker=successor, partition=partition),
+            message="txn.unload",
+        )
+        (unload,) = events.named("txn.unload", broker=successor, partition=partition)
+        assert unload["transactional_ids"] >= 1
+    request = InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=TIMEOUT_MS)
+    assert zk_trio.ask(tid, request, broker=successor).error_code is E.NOT_COORDINATOR
 
 
 # -- time -----------------------------------------------------------------------------------------

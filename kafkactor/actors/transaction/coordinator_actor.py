@@ -370,8 +370,11 @@ class TransactionCoordinatorActor(TxnMarkerSender):
             self._epochs[partition] = event.leader_epoch
         else:  # the replica stopped (its topic may be made again, from epoch 0)
             self._epochs.pop(partition, None)
+        state = self.core.state
+        if partition not in state.owned and partition not in state.loading:
+            return  # a follower of it all along: nothing to unload
         self._drop_markers(partition)
-        gone = self.core.state.remove_partition(partition)
+        gone = state.remove_partition(partition)
         self.log_event("txn.unload", partition=partition, transactional_ids=len(gone))
 
     def _drop_markers(self, partition: int) -> None:
