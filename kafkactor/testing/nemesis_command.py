@@ -178,9 +178,11 @@ def add_nemesis_command(commands: argparse._SubParsersAction[argparse.ArgumentPa
             "broker) against 3 "
             "brokers with acks=all, min ISR 2, RF 3, and check that no acknowledged record is "
             "lost, no replicas diverge below the high watermark, and every partition has a "
-            "leader and a full ISR soon after healing (docs/nemesis.md). One line per "
-            "schedule and a summary on stdout, progress on stderr. Exit codes: 0 the claim "
-            "held (with --unsafe: loss was found), 1 otherwise, 2 usage."
+            "leader and a full ISR soon after healing (docs/nemesis.md). With --transactions, "
+            "consume-transform-produce transactions run instead and are checked for "
+            "exactly-once. One line per schedule and a summary on stdout, progress on stderr. "
+            "Exit codes: 0 the claim held (with --unsafe or --read-uncommitted: the control "
+            "found loss or anomalies), 1 otherwise, 2 usage."
         ),
     )
     nemesis.add_argument("--seeds", type=_seeds, default="1-10", help="A-B or A,B,C (default 1-10)")

@@ -302,6 +302,7 @@ def _run(
             seed=schedule.seed,
             partitions=parts,
             transaction_timeout_ms=txn_timeout_ms,
+            max_block_ms=schedule.session_timeout_ms // 2,
         ).start()
         if not wait_for(lambda: all(w.attempts for w in workload.workers), START_S):
             workload.stop()
@@ -320,7 +321,7 @@ def _run(
 
         def stop_workload() -> tuple[list[Ack], dict[bytes, str], int]:
             if not workload.finish(RECOVERY_SESSIONS * session_s + txn_timeout_ms / 1000):
-                result.notes.append(f"workers {workload.unfinished()} did not finish the input")
+                result.notes.extend(f"unfinished: {w}" for w in workload.unfinished())
             workload.stop()
             return acked, {}, 0
 

@@ -18,6 +18,7 @@ old one's transaction is open, then asks the old one to commit, which must fail.
 from __future__ import annotations
 
 import random
+import sys
 import threading
 import time
 from collections import Counter
@@ -119,13 +120,15 @@ class _Worker:
     def _failed(self, error: BaseException) -> None:
         code = getattr(error, "error_code", None)
         name = getattr(code, "name", None)
-        self.errors[f"{type(error).__name__}({name})" if name else type(error).__name__] += 1
+        what = name if name else str(error)[:80]
+        self.errors[f"{type(error).__name__}({what})"] += 1
 
     def _new_producer(self) -> Producer:
         """A producer of this worker's transactional id, initialized (fencing the last one)."""
         producer = self.workload.cluster.producer(
             transactional_id=self.tid,
             transaction_timeout_ms=self.workload.transaction_timeout_ms,
+            max_block_ms=self.workload.max_block_ms,
         )
         try:
             producer.init_transactions()
@@ -244,6 +247,7 @@ class TxnWorkload:
         max_batch: int = 5,
         abort_probability: float = 0.1,
         zombie_probability: float = 0.02,
+        max_block_ms: int = 5000,
     ) -> None:
         self.cluster = cluster
         self.seed = seed
@@ -253,6 +257,7 @@ class TxnWorkload:
         self.max_batch = max_batch
         self.abort_probability = abort_probability
         self.zombie_probability = zombie_probability
+        self.max_block_ms = max_block_ms  # how long a transactional call may block
         self.stop_event = threading.Event()
         self.paced = threading.Event()
         self.paced.set()
@@ -296,8 +301,26 @@ class TxnWorkload:
     def zombie_commits(self) -> list[str]:
         return [txn for w in self.workers for txn in w.zombie_commits]
 
-    def unfinished(self) -> list[int]:
-        return [w.index for w in self.workers if not w.finished]
+    def unfinished(self) -> list[str]:
+        """Each worker that did not finish its input: where it stands, its last transaction,
+        its errors, and the call it is in (so that a hang can be read without a rerun)."""
+        frames = sys._current_frames()
+        lines = []
+        for w in self.workers:
+            if w.finished:
+                continue
+            last = w.attempts[-1] if w.attempts else None
+            frame = frames.get(w.thread.ident or -1)
+            calls: list[str] = []
+            while frame is not None and len(calls) < 4:
+                calls.append(frame.f_code.co_name)
+                frame = frame.f_back
+            lines.append(
+                f"worker {w.index} at {w.position} of {w.end}, last "
+                + (f"{last.txn} {last.outcome}" if last else "none")
+                + f", errors {dict(w.errors)}, in {' < '.join(calls) or '-'}"
+            )
+        return lines
 
 
 __all__ = ["GROUP", "INPUT_TOPIC", "OUTPUT_TOPIC", "TxnWorkload", "fill_input"]
