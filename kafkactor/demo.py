@@ -19,6 +19,7 @@ from kafkactor.actors.broker import BrokerConfig
 from kafkactor.actors.coordinator.offsets_topic import partition_for
 from kafkactor.actors.coordinator.results import GroupConfig
 from kafkactor.actors.replication import ReplicaManagerConfig
+from kafkactor.actors.transaction import TransactionConfig
 from kafkactor.clients import Consumer, ProduceError, Producer, RecordMetadata
 from kafkactor.common import OFFSETS_TOPIC
 from kafkactor.demo_exactly_once import ExactlyOnceResult, run_exactly_once_stage
@@ -40,6 +41,8 @@ DEMO_CONFIG = BrokerConfig(
     # Kafka's own config/server.properties sets this to 0 for development: the group's first
     # rebalance does not wait 3 s for more members
     group=GroupConfig(initial_rebalance_delay_ms=0),
+    # __transaction_state with 10 partitions rather than 50: created in a second, not several
+    transaction=TransactionConfig(state_log_num_partitions=10),
 )
 
 

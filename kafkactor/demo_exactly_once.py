@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kafkactor.clients import Consumer
+from kafkactor.clients import Consumer, Producer, TransactionError
 from kafkactor.clients.completed_fetch import ConsumerRecord
 from kafkactor.common import TopicPartition
 from kafkactor.storage import LogConfig
@@ -30,9 +30,10 @@ _WAIT_S = 30.0
 @dataclass(slots=True)
 class ExactlyOnceResult:
     """What the check found. `duplicated` and `missing` count inputs seen more than once or
-    never in the read_committed output; `aborted_visible` counts records of the aborted
-    transaction a read_committed reader saw (Kafka promises 0 of each), `aborted_records` how
-    many it wrote (read_uncommitted sees them: `read_uncommitted`)."""
+    never in the read_committed output; `aborted_visible` counts records of aborted
+    transactions a read_committed reader saw (Kafka promises 0 of each); `aborted_records` is
+    how many the transaction aborted on purpose wrote (read_uncommitted sees them, and those of
+    any transaction aborted after an error: `read_uncommitted`)."""
 
     inputs: int
     transactions: int
@@ -71,6 +72,11 @@ def _transform(record: ConsumerRecord, transaction: int) -> bytes:
     return b"%s priced in transaction %d" % (record.value or b"", transaction)
 
 
+def _transaction_of(value: bytes) -> int:
+    """The transaction that wrote an output value (`_transform`'s stamp)."""
+    return int(value.rsplit(b" ", 1)[-1])
+
+
 def _check(cluster: Cluster, isolation: str, at_least: int) -> list[bytes]:
     """Every value of OUTPUT a reader of `isolation` sees (once `at_least` came, one more
     poll looks for anything beyond)."""
@@ -83,6 +89,61 @@ def _check(cluster: Cluster, isolation: str, at_least: int) -> list[bytes]:
     values.extend(r.value or b"" for r in reader.poll(300))
     reader.close()
     return values
+
+
+class _Stage:
+    """The consume-transform-produce loop: each chunk of read orders is one transaction of
+    its outputs and the offsets past it; an aborted one is read again from the committed
+    offsets, as a real stage does after a failure."""
+
+    def __init__(self, reader: Consumer, producer: Producer, note: Callable[[str], None]) -> None:
+        self.reader, self.producer, self.note = reader, producer, note
+        self.committed: dict[TopicPartition, int] = {}
+        self.transactions = self.processed = self.aborted_records = 0
+        self.aborted: set[int] = set()  # the transactions aborted, on purpose or after an error
+
+    def run(self, inputs: int, per_transaction: int) -> None:
+        pending: list[ConsumerRecord] = []
+        deadline = time.monotonic() + _WAIT_S
+        while self.processed < inputs and time.monotonic() < deadline:
+            if not pending:
+                pending = self.reader.poll(200)
+                continue
+            chunk, pending = pending[:per_transaction], pending[per_transaction:]
+            if not self._transaction(chunk):
+                pending = []  # read again from the committed offsets
+                for tp in self.reader.assignment():
+                    self.reader.seek(tp, self.committed.get(tp, 0))
+
+    def _transaction(self, chunk: list[ConsumerRecord]) -> bool:
+        """One transaction of `chunk`: whether it committed."""
+        self.transactions += 1
+        number, producer = self.transactions, self.producer
+        offsets = dict(self.committed)
+        try:
+            producer.begin_transaction()
+            for record in chunk:
+                producer.send(OUTPUT, _transform(record, number), partition=record.partition)
+                offsets[record.topic_partition] = record.offset + 1
+            producer.send_offsets_to_transaction(offsets, self.reader.group_metadata())
+            if number != ABORTED_TRANSACTION:
+                producer.commit_transaction()
+                self.committed = offsets
+                self.processed += len(chunk)
+                return True
+            producer.abort_transaction()
+            self.aborted_records = len(chunk)
+            self.note(
+                f"transaction {number} ({len(chunk)} records and its offsets) aborted on "
+                "purpose; the stage reads them again from the committed offsets"
+            )
+        except TransactionError as error:  # a send failed (the ISR shrank, ...): abort, redo
+            if not error.abortable:
+                raise
+            producer.abort_transaction()
+            self.note(f"transaction {number} aborted after {error.error_code.name}; redone")
+        self.aborted.add(number)
+        return False
 
 
 def run_exactly_once_stage(
@@ -110,54 +171,25 @@ def run_exactly_once_stage(
         f"transactional id {TRANSACTIONAL_ID!r} writes {OUTPUT!r} and commits the read "
         "offsets in the same transaction"
     )
-    committed: dict[TopicPartition, int] = {}
-    pending: list[ConsumerRecord] = []
-    transaction = processed = aborted_records = 0
-    deadline = time.monotonic() + _WAIT_S
-    while processed < inputs and time.monotonic() < deadline:
-        if not pending:
-            pending = reader.poll(200)
-            continue
-        chunk, pending = pending[:per_transaction], pending[per_transaction:]
-        transaction += 1
-        producer.begin_transaction()
-        offsets = dict(committed)
-        for record in chunk:
-            producer.send(OUTPUT, _transform(record, transaction), partition=record.partition)
-            offsets[record.topic_partition] = record.offset + 1
-        producer.send_offsets_to_transaction(offsets, GROUP)
-        if transaction == ABORTED_TRANSACTION:
-            producer.abort_transaction()
-            aborted_records = len(chunk)
-            pending = []  # read again from the committed offsets, as after a failure
-            for tp in reader.assignment():
-                reader.seek(tp, committed.get(tp, 0))
-            note(
-                f"transaction {transaction} ({len(chunk)} records and its offsets) aborted "
-                "on purpose; the stage reads them again from the committed offsets"
-            )
-        else:
-            producer.commit_transaction()
-            committed = offsets
-            processed += len(chunk)
+    stage = _Stage(reader, producer, note)
+    stage.run(inputs, per_transaction)
     producer.close()
     tps = [TopicPartition(topic=INPUT, partition=p) for p in range(PARTITIONS)]
     committed_offsets = {tp.partition: reader.committed(tp) for tp in tps}
     reader.close()
 
     seen = _check(cluster, "read_committed", inputs)
-    everything = _check(cluster, "read_uncommitted", inputs + aborted_records)
+    everything = _check(cluster, "read_uncommitted", inputs + stage.aborted_records)
     orders = Counter(value.split(b" ")[0] for value in seen)
-    aborted_tag = b" in transaction %d" % ABORTED_TRANSACTION
     result = ExactlyOnceResult(
         inputs=inputs,
-        transactions=transaction,
-        aborted_records=aborted_records,
+        transactions=stage.transactions,
+        aborted_records=stage.aborted_records,
         committed_output=len(seen),
         read_uncommitted=len(everything),
         duplicated=sum(1 for n in orders.values() if n > 1),
         missing=sum(1 for i in range(inputs) if b"order-%03d" % i not in orders),
-        aborted_visible=sum(1 for value in seen if value.endswith(aborted_tag)),
+        aborted_visible=sum(1 for value in seen if _transaction_of(value) in stage.aborted),
         committed_offsets=committed_offsets,
         elapsed_s=time.monotonic() - started,
     )
@@ -165,7 +197,7 @@ def run_exactly_once_stage(
     note(
         f"exactly-once check (read_committed): {result.committed_output} outputs for "
         f"{inputs} inputs, duplicated {result.duplicated}, missing {result.missing}, records "
-        f"of the aborted transaction visible {result.aborted_visible} (read_uncommitted sees "
+        f"of aborted transactions visible {result.aborted_visible} (read_uncommitted sees "
         f"{result.read_uncommitted - result.committed_output}); group committed {offsets_text}"
     )
     return result

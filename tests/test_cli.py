@@ -123,7 +123,7 @@ def test_the_demo_survives_a_leader_crash_and_loses_no_acks_all_record(tmp_path:
     stage = result.exactly_once
     assert stage is not None and stage.proved, stage
     assert stage.aborted_records > 0 and stage.aborted_visible == 0
-    assert stage.read_uncommitted == stage.inputs + stage.aborted_records
+    assert stage.read_uncommitted >= stage.inputs + stage.aborted_records
     assert any("aborted on purpose" in line for line in lines)
     assert any("exactly-once check" in line and "missing 0" in line for line in lines)
 

@@ -54,6 +54,9 @@ _FENCED = frozenset({ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH
 _BUMP = frozenset({ErrorCode.UNKNOWN_PRODUCER_ID, ErrorCode.INVALID_PRODUCER_ID_MAPPING})
 # a batch that overtook an earlier one of its partition (a leader change) is sent again
 _OVERTAKEN = frozenset({ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.UNKNOWN_PRODUCER_ID})
+# written but not replicated in time: safe to send again with its sequence (the leader answers
+# a duplicate with the first write's offsets), as Kafka's idempotent producer retries it
+_RESEND_SEQUENCED = frozenset({ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND})
 
 
 class SentBatch(Protocol):
@@ -281,8 +284,12 @@ class TransactionManager:
     def may_retry(self, batch: SentBatch, code: ErrorCode) -> bool:
         """Whether a batch refused with `code` is sent again besides the producer's retriable
         codes: one that overtook an earlier batch of its partition (OUT_OF_ORDER_SEQUENCE
-        while that one is unanswered)."""
-        if code not in _OVERTAKEN or batch.sequence is None or batch.partition is None:
+        while that one is unanswered), or NOT_ENOUGH_REPLICAS_AFTER_APPEND (a duplicate)."""
+        if batch.sequence is None or batch.partition is None:
+            return False
+        if code in _RESEND_SEQUENCED:
+            return True
+        if code not in _OVERTAKEN:
             return False
         tp = TopicPartition(topic=batch.topic, partition=batch.partition)
         with self._lock:

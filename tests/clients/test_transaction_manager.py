@@ -427,3 +427,14 @@ def test_a_batch_that_overtook_an_earlier_one_is_sent_again_with_its_sequence(
     with pytest.raises(TransactionError) as refused:
         producer.commit_transaction()
     assert refused.value.error_code is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+def test_a_batch_written_but_not_replicated_in_time_is_sent_again_as_a_duplicate(
+    broker: StubBroker, producer: Producer
+) -> None:
+    producer.init_transactions()
+    producer.begin_transaction()
+    broker.script[ProduceRequest] = [ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND]
+    assert producer.send(TOPIC, b"v", partition=0).result(5).offset >= 0
+    assert [_batch(r).base_sequence for r in broker.sent(ProduceRequest)] == [0, 0]
+    producer.commit_transaction()
