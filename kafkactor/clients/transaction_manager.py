@@ -31,6 +31,8 @@ from kafkactor.clients.txn_request_handler import (
     Deadline,
     TxnRequestHandler,
     error_code,
+    fenced_reason,
+    kafka_message,
 )
 from kafkactor.common import TopicPartition
 from kafkactor.messages import ErrorCode
@@ -262,18 +264,24 @@ class TransactionManager:
         `ClientError` when it may not go: the producer fails the batch with its code."""
         with self._adding:
             try:
-                self.check_send()
+                self._check_batch()
                 with self._lock:
                     added = tp in self._partitions
                 if not added:
                     self._add_partition(tp, deadline)
                 with self._lock:
-                    self.check_send()
+                    self._check_batch()
                     sequence = self._sequences.assign(tp, record_count)
                     producer_id, epoch = self.producer_id, self.producer_epoch
             except TransactionStateError as late:  # the transaction ended while it waited
                 raise TransactionError(ErrorCode.INVALID_TXN_STATE, str(late)) from late
         return stamp_producer_state(data, producer_id, epoch, sequence, True), sequence
+
+    def _check_batch(self) -> None:
+        """A batch `send` took in the transaction goes out while it commits too (Kafka drains
+        the accumulator before EndTxn): one whose first try waited for a leader, say."""
+        if self._state is not _S.COMMITTING_TRANSACTION:
+            self.check_send()
 
     def track(self, batch: SentBatch, result: Future[Any]) -> None:
         """Follow a send of the transaction until it is answered (a commit waits for it)."""
@@ -345,13 +353,19 @@ class TransactionManager:
         if code is ErrorCode.NONE:
             return
         if code in _FENCED:
-            raise self._fatal(ProducerFencedError(ErrorCode.PRODUCER_FENCED, _fenced(operation)))
+            raise self._fatal(
+                ProducerFencedError(ErrorCode.PRODUCER_FENCED, fenced_reason(operation))
+            )
         if code in _BUMP:
             with self._lock:
                 self._epoch_bump_required = True
-            raise self._abortable(TransactionError(code, f"{operation}: {_message(code)}", True))
+            raise self._abortable(
+                TransactionError(code, f"{operation}: {kafka_message(code)}", True)
+            )
         raise self._fatal(
-            TransactionError(code, f"Unexpected error in {operation}Response; {_message(code)}")
+            TransactionError(
+                code, f"Unexpected error in {operation}Response; {kafka_message(code)}"
+            )
         )
 
     def _init_producer_id(self, deadline: Deadline, *, bump: bool) -> None:
@@ -367,12 +381,12 @@ class TransactionManager:
         code = error_code(response)
         if code in _FENCED:
             raise self._fatal(
-                ProducerFencedError(ErrorCode.PRODUCER_FENCED, _fenced("InitProducerId"))
+                ProducerFencedError(ErrorCode.PRODUCER_FENCED, fenced_reason("InitProducerId"))
             )
         if code is not ErrorCode.NONE:
             raise self._fatal(
                 TransactionError(
-                    code, f"Unexpected error in InitProducerIdResponse; {_message(code)}"
+                    code, f"Unexpected error in InitProducerIdResponse; {kafka_message(code)}"
                 )
             )
         with self._lock:
@@ -430,7 +444,7 @@ class TransactionManager:
             return
         if code in _FENCED:
             raise self._fatal(
-                ProducerFencedError(ErrorCode.PRODUCER_FENCED, _fenced("TxnOffsetCommit"))
+                ProducerFencedError(ErrorCode.PRODUCER_FENCED, fenced_reason("TxnOffsetCommit"))
             )
         if code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
             cause = CommitFailedError(code, "the group's generation moved on")
@@ -445,7 +459,9 @@ class TransactionManager:
         if code in (ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.FENCED_INSTANCE_ID):
             raise self._abortable(TransactionError(code, f"group {group_id!r}", abortable=True))
         raise self._fatal(
-            TransactionError(code, f"Unexpected error in TxnOffsetCommitResponse; {_message(code)}")
+            TransactionError(
+                code, f"Unexpected error in TxnOffsetCommitResponse; {kafka_message(code)}"
+            )
         )
 
     def _end_transaction(self, deadline: Deadline, *, committed: bool) -> None:
@@ -467,30 +483,3 @@ class TransactionManager:
             self._transition(_S.INITIALIZING if bump else _S.READY)
         if bump:
             self._init_producer_id(deadline, bump=True)
-
-
-# Kafka's Errors messages of the codes a transactional call may fail with
-_KAFKA_MESSAGES = {
-    ErrorCode.INVALID_TXN_STATE: (
-        "The producer attempted a transactional operation in an invalid state."
-    ),
-    ErrorCode.INVALID_PRODUCER_ID_MAPPING: (
-        "The producer attempted to use a producer id which is not currently assigned to its "
-        "transactional id."
-    ),
-    ErrorCode.INVALID_TRANSACTION_TIMEOUT: (
-        "The transaction timeout is larger than the maximum value allowed by the broker (as "
-        "configured by transaction.max.timeout.ms)."
-    ),
-}
-
-
-def _message(code: ErrorCode) -> str:
-    return _KAFKA_MESSAGES.get(code, code.name)
-
-
-def _fenced(operation: str) -> str:
-    return (
-        f"{operation}: there is a newer producer with the same transactional id, or this "
-        "producer's transaction timed out and was aborted (its epoch was bumped)"
-    )

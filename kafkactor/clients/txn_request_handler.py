@@ -19,7 +19,14 @@ from kafkactor.clients.metadata import ClientMetadata
 from kafkactor.common import NO_LEADER, OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicPartition
 from kafkactor.messages import ErrorCode, ErrorResponse, Request
 
-__all__ = ["CoordinatorType", "Deadline", "TxnRequestHandler"]
+__all__ = [
+    "CoordinatorType",
+    "Deadline",
+    "TxnRequestHandler",
+    "error_code",
+    "fenced_reason",
+    "kafka_message",
+]
 
 # The coordinator cannot take the request now, or is not the coordinator any more: find it
 # again and resend (Kafka's handlers call lookupCoordinator and reenqueue).
@@ -179,3 +186,32 @@ class TxnRequestHandler:
 
     def _backoff(self, deadline: Deadline, backoff_ms: int) -> None:
         self._closed.wait(max(0.0, min(backoff_ms / 1000, deadline.remaining_s())))
+
+
+# Kafka's Errors messages of the codes a transactional call may fail with
+_KAFKA_MESSAGES = {
+    ErrorCode.INVALID_TXN_STATE: (
+        "The producer attempted a transactional operation in an invalid state."
+    ),
+    ErrorCode.INVALID_PRODUCER_ID_MAPPING: (
+        "The producer attempted to use a producer id which is not currently assigned to its "
+        "transactional id."
+    ),
+    ErrorCode.INVALID_TRANSACTION_TIMEOUT: (
+        "The transaction timeout is larger than the maximum value allowed by the broker (as "
+        "configured by transaction.max.timeout.ms)."
+    ),
+}
+
+
+def kafka_message(code: ErrorCode) -> str:
+    """Kafka's message for `code` (its name when this client has none for it)."""
+    return _KAFKA_MESSAGES.get(code, code.name)
+
+
+def fenced_reason(operation: str) -> str:
+    """Why a transactional call was fenced (PRODUCER_FENCED / INVALID_PRODUCER_EPOCH)."""
+    return (
+        f"{operation}: there is a newer producer with the same transactional id, or this "
+        "producer's transaction timed out and was aborted (its epoch was bumped)"
+    )

@@ -68,6 +68,7 @@ class StubBroker:
         self.requests: list[Any] = []
         self.script: dict[type, list[ErrorCode | None]] = {}  # None: never answered
         self.hold_produce = False
+        self.leaderless = False  # TOPIC's partitions without a leader in the metadata
         self.held: list[ProduceRequest] = []
         self.epoch = 0
         self._lock = threading.Lock()
@@ -82,7 +83,7 @@ class StubBroker:
     def tell(self, message: Any) -> None:
         request = getattr(message, "payload", message)
         if isinstance(request, MetadataRequest):
-            self._reply(request, MetadataResponse(brokers=(1,), topics=_topics()))
+            self._reply(request, MetadataResponse(brokers=(1,), topics=_topics(self.leaderless)))
             return
         with self._lock:
             self.requests.append(request)
@@ -143,14 +144,15 @@ class StubBroker:
         return [type(r).__name__.removesuffix("Request") for r in self.sent(object)]
 
 
-def _topics() -> tuple[TopicMetadata, ...]:
-    def led(*partitions: int) -> tuple[PartitionMetadata, ...]:
+def _topics(leaderless: bool = False) -> tuple[TopicMetadata, ...]:
+    def led(*partitions: int, leader: int = 1) -> tuple[PartitionMetadata, ...]:
         return tuple(
-            PartitionMetadata(partition=p, leader=1, replicas=(1,), isr=(1,)) for p in partitions
+            PartitionMetadata(partition=p, leader=leader, replicas=(1,), isr=(1,))
+            for p in partitions
         )
 
     return (
-        TopicMetadata(topic=TOPIC, partitions=led(0, 1)),
+        TopicMetadata(topic=TOPIC, partitions=led(0, 1, leader=-1 if leaderless else 1)),
         TopicMetadata(topic=TRANSACTION_STATE_TOPIC, partitions=led(0)),
         TopicMetadata(topic=OFFSETS_TOPIC, partitions=led(0)),
     )
@@ -438,3 +440,23 @@ def test_a_batch_written_but_not_replicated_in_time_is_sent_again_as_a_duplicate
     assert producer.send(TOPIC, b"v", partition=0).result(5).offset >= 0
     assert [_batch(r).base_sequence for r in broker.sent(ProduceRequest)] == [0, 0]
     producer.commit_transaction()
+
+
+def test_a_send_still_waiting_for_a_leader_when_commit_begins_goes_out_before_end_txn(
+    broker: StubBroker, producer: Producer
+) -> None:
+    producer.init_transactions()
+    producer.begin_transaction()
+    broker.leaderless = True
+    sent = producer.send(TOPIC, b"late", partition=0)  # retried until a leader shows up
+    committing = threading.Thread(target=producer.commit_transaction)
+    committing.start()
+    transactions = producer.transactions
+    assert transactions is not None
+    wait_until(lambda: transactions.state is TransactionState.COMMITTING_TRANSACTION)
+    broker.leaderless = False
+    committing.join(5)
+    assert not committing.is_alive()
+    assert sent.result(5).offset >= 0
+    assert broker.names()[-3:] == ["AddPartitionsToTxn", "Produce", "EndTxn"]
+    assert transactions.state is TransactionState.READY
