@@ -194,16 +194,16 @@ class _Worker:
             producer.send_offsets_to_transaction({self.tp: end}, GROUP)
             for future in futures:
                 future.result(SEND_TIMEOUT_S)
-            if self.rng.random() < workload.zombie_probability:
-                self._play_zombie(attempt)
-                return
-            if self.rng.random() < workload.abort_probability:
-                producer.abort_transaction()
-                self._rewind(self.position)
-                return
         except Exception as error:  # the commit was not asked: abort, or replace the producer
             self._failed(error)
             producer.abort_transaction()  # raises if it cannot: the producer is replaced
+            self._rewind(self.position)
+            return
+        if self.rng.random() < workload.zombie_probability:
+            self._play_zombie(attempt)
+            return
+        if self.rng.random() < workload.abort_probability:
+            producer.abort_transaction()  # as above: raises if it cannot
             self._rewind(self.position)
             return
         attempt.outcome = Outcome.UNKNOWN
