@@ -376,3 +376,21 @@ def test_a_completed_transaction_records_the_lso_of_its_marker() -> None:
     assert manager.first_unstable_offset == 1
     manager.on_high_watermark(4)
     assert manager.first_unstable_offset is None
+
+
+def test_the_coordinator_epoch_is_remembered_across_a_restart(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    directory = tmp_path / "txn-0"
+    log = Log(directory, SMALL, 0, clock)
+    append(log, txn(0))
+    commit(log, coordinator_epoch=3)
+    append(log, txn(1))
+    log.close()
+    reopened = Log(directory, SMALL, 0, clock)
+    try:
+        with pytest.raises(TransactionCoordinatorFencedError):
+            abort(reopened, coordinator_epoch=2)  # a zombie coordinator after the restart
+        assert abort(reopened, coordinator_epoch=3) == 3
+    finally:
+        reopened.close()
