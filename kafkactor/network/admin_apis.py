@@ -292,6 +292,8 @@ class AdminApis:
     # -- InitProducerId -------------------------------------------------------------------------
 
     def init_producer_id(self, version: int, body: Any) -> Step:
+        """InitProducerId of an idempotent producer (no transactional id: KafkaApis sends the
+        others to `TxnApis`)."""
         schema = response_type(ApiKey.INIT_PRODUCER_ID, version)
 
         def answer(code: ErrorCode, producer_id: int = -1, epoch: int = -1) -> Step:
@@ -305,8 +307,11 @@ class AdminApis:
                 )
             )
 
-        if body.transactional_id is not None:  # transactions are not modelled
-            return answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        # v3+ (KIP-360): a producer id without an epoch, or the reverse, is Kafka's
+        # INVALID_REQUEST; both given, an idempotent producer still gets a new id (Kafka 2.8)
+        producer_id = int(getattr(body, "producer_id", -1))
+        if (producer_id == -1) != (int(getattr(body, "producer_epoch", -1)) == -1):
+            return answer(ErrorCode.INVALID_REQUEST)
         source = self.producer_ids
         if source is None:
             return answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)

@@ -771,3 +771,15 @@ def test_offset_fetch_v7_asks_for_stable_offsets(stable: bool) -> None:
     )
     done = answer(step.then(reply), ApiKey.OFFSET_FETCH, 7)
     assert {p.error_code for t in done.topics for p in t.partitions} == {pending}
+
+
+@pytest.mark.parametrize("version", [3, 4])
+def test_an_idempotent_init_producer_id_with_an_id_but_no_epoch_is_an_invalid_request(
+    version: int,
+) -> None:
+    body = dataclasses.replace(sample_request(ApiKey.INIT_PRODUCER_ID, version), producer_id=5)
+    assert body.transactional_id is None
+    done = answer(
+        handle(apis(), ApiKey.INIT_PRODUCER_ID, version, body), ApiKey.INIT_PRODUCER_ID, version
+    )
+    assert (done.error_code, done.producer_id) == (ErrorCode.INVALID_REQUEST, -1)
