@@ -191,3 +191,48 @@ def test_the_aborted_index_survives_cleaning_and_a_restart(log: Log, tmp_path: P
         assert reopened.first_unstable_offset is None
     finally:
         reopened.close()
+
+
+def test_an_aborted_transaction_spanning_segments_is_removed_from_each(log: Log) -> None:
+    w = Writer(log)
+    w.plain(b"k", b"kept")  # 0
+    w.txn(P, b"k", b"a1")  # 1
+    log.roll()
+    w.txn(P, b"j", b"a2")  # 2
+    w.plain(b"j", b"kept")  # 3
+    log.roll()
+    w.txn(P, b"k", b"a3")  # 4
+    w.end(P, committed=False)  # 5
+    w.replicated()
+    assert log.collect_aborted_transactions(0, 6) == [(P, 1)]
+    clean(log)
+    assert entries(log) == [(0, b"k", b"kept"), (3, b"j", b"kept")]
+    assert marker_offsets(log) == [5]
+
+
+def test_an_aborted_batch_that_is_its_producers_last_stays_as_an_empty_header(
+    log: Log, tmp_path: Path
+) -> None:
+    w = Writer(log)
+    w.txn(P, b"k", b"aborted")  # 0: P's last data batch, sequence 0
+    w.end(P, committed=False)  # 1
+    w.plain(b"k", b"plain")  # 2
+    w.replicated()
+    clean(log)
+    assert entries(log) == [(2, b"k", b"plain")]
+    (header,) = [
+        batch
+        for batch in iter_batches(log.read(0, 10**9).records)
+        if batch.producer_id == P and not batch.is_control_batch
+    ]
+    assert (header.base_offset, header.record_count, header.base_sequence) == (0, 0, 0)
+    # the producer's next sequence still follows on, after a restart too
+    log.flush()
+    log.close()
+    reopened = Log(log.dir, COMPACT, log.log_end_offset, ManualClock(TS), clean_shutdown=True)
+    try:
+        again = Writer(reopened)
+        again.sequences[P] = 1
+        assert again.txn(P, b"k", b"next") == 3
+    finally:
+        reopened.close()
