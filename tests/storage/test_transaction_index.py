@@ -228,3 +228,23 @@ def test_the_search_stops_at_an_entry_whose_lso_reaches_the_upper_bound(tmp_path
     assert index.collect(0, 6) == ([AbortedTxn(1, 0, 5, 6)], True)
     assert index.collect(0, 20) == ([AbortedTxn(1, 0, 5, 6), AbortedTxn(2, 7, 9, 10)], False)
     index.close()
+
+
+def test_a_power_loss_takes_an_unflushed_abort_and_its_entry(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    directory = tmp_path / "t-0"
+    log = Log(directory, SMALL, 0, clock)
+    append(log, txn(1, 0))
+    log.flush()
+    end(log, 1, committed=False)  # never fsynced
+    assert log.collect_aborted_transactions(0, 2) == [(1, 0)]
+    log.crash(lose_unflushed=True)
+    reopened = Log(directory, SMALL, log.recovery_point, clock)
+    try:
+        assert reopened.log_end_offset == 1
+        assert reopened.collect_aborted_transactions(0, 2) == []
+        reopened.on_high_watermark(1)
+        assert reopened.first_unstable_offset == 0  # open again, until the marker is rewritten
+    finally:
+        reopened.close()
