@@ -71,6 +71,8 @@ from kafkactor.network.codec import decode_response as client_decode_response
 from kafkactor.network.codec import encode_request as broker_encode_request
 from kafkactor.network.inter_broker import wire_call
 from kafkactor.network.kafka_apis import Admin, Answer, Ask, KafkaApis, KafkaApisConfig, Step
+from kafkactor.network.txn_produce import has_transactional_records
+from kafkactor.storage import Record, build_batch
 from tests.network.wire import (
     GROUP,
     MEMBER,
@@ -89,6 +91,7 @@ from tests.network.wire import (
     init_transactional_producer_id_request,
     list_transactions_request,
     offset_fetch_request,
+    produce_request,
     sample_request,
     served_range,
     txn_offset_commit_request,
@@ -783,3 +786,37 @@ def test_an_idempotent_init_producer_id_with_an_id_but_no_epoch_is_an_invalid_re
         handle(apis(), ApiKey.INIT_PRODUCER_ID, version, body), ApiKey.INIT_PRODUCER_ID, version
     )
     assert (done.error_code, done.producer_id) == (ErrorCode.INVALID_REQUEST, -1)
+
+
+# -- Produce: transactional records --------------------------------------------------------------
+
+
+def _batch(*, transactional: bool) -> bytes:
+    if not transactional:
+        return build_batch([Record(None, b"plain", 1_000)], 0)
+    return build_batch(
+        [Record(None, b"txn", 1_000)],
+        0,
+        producer_id=3,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=True,
+    )
+
+
+@pytest.mark.parametrize(
+    ("records", "expected"),
+    [
+        (_batch(transactional=False), False),
+        (_batch(transactional=True), True),
+        (_batch(transactional=False) + _batch(transactional=True), True),  # the second batch
+        (_batch(transactional=True)[:30], False),  # unreadable: the log refuses it
+        (b"", False),
+    ],
+    ids=["plain", "transactional", "second-of-two", "cut", "empty"],
+)
+def test_transactional_records_are_found_by_their_attributes(
+    records: bytes, expected: bool
+) -> None:
+    body = produce_request(8, records, acks=1)
+    assert has_transactional_records(body) is expected
