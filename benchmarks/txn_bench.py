@@ -43,6 +43,7 @@ import argparse
 import importlib.metadata
 import math
 import multiprocessing
+import os
 import random
 import sys
 import time
@@ -446,7 +447,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f" cluster per run; transactions x records: {counts}; {VALUE_BYTES} B values;"
             f" {args.runs} run(s)",
             f"{versions}, default batching;"
-            f" clients in {'this process' if args.same_process else 'a child process'}",
+            f" clients in {'this process' if args.same_process else 'a child process'};"
+            f" load average {', '.join(f'{x:.1f}' for x in os.getloadavg())} at the start",
         )
         with h.traced(False):
             for run in range(args.runs):
