@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from kafkactor.clients import Consumer, Producer, TransactionError
 from kafkactor.clients.completed_fetch import ConsumerRecord
 from kafkactor.common import TopicPartition
+from kafkactor.messages import ErrorCode
 from kafkactor.storage import LogConfig
 from kafkactor.testing import Cluster
 
@@ -22,9 +23,12 @@ INPUT = "orders"
 OUTPUT = "orders-priced"
 GROUP = "demo-pricing"
 TRANSACTIONAL_ID = "demo-pricing-stage"
+FEED_ID = "demo-orders-feed"
 PARTITIONS = 2
 ABORTED_TRANSACTION = 2  # the stage aborts its second transaction on purpose
 _WAIT_S = 30.0
+_END_TRIES = 4
+_STAGE_S = 60.0  # the most the loop may take (a few seconds on an idle machine)
 
 
 @dataclass(slots=True)
@@ -44,6 +48,7 @@ class ExactlyOnceResult:
     missing: int
     aborted_visible: int
     committed_offsets: dict[int, int | None] = field(default_factory=dict)
+    input_ends: dict[int, int] = field(default_factory=dict)  # after the last order
     elapsed_s: float = 0.0
 
     @property
@@ -52,19 +57,49 @@ class ExactlyOnceResult:
         return (
             self.duplicated == self.missing == self.aborted_visible == 0
             and self.committed_output == self.inputs
-            and sum(o or 0 for o in self.committed_offsets.values()) == self.inputs
+            and self.committed_offsets == self.input_ends
         )
 
 
-def _feed(cluster: Cluster, inputs: int) -> None:
+def _feed(cluster: Cluster, inputs: int) -> dict[int, int]:
+    """Write the orders in one transaction (idempotent: a send the ISR was too slow for is
+    sent again without a duplicate); the offset after the last order, per partition."""
     config = LogConfig(min_insync_replicas=2)
     for topic in (INPUT, OUTPUT):
         cluster.create_topic(topic, partitions=PARTITIONS, replication_factor=3, config=config)
-    feeder = cluster.producer(acks=-1, retries=20, name="demo-orders")
-    sent = [feeder.send(INPUT, b"order-%03d" % i, partition=i % PARTITIONS) for i in range(inputs)]
-    for future in sent:
-        future.result(_WAIT_S)
-    feeder.close()
+    feeder = cluster.producer(transactional_id=FEED_ID, max_block_ms=15_000, name="demo-orders")
+    feeder.init_transactions()
+    for _ in range(3):
+        try:
+            feeder.begin_transaction()
+            orders = range(inputs)
+            sent = [feeder.send(INPUT, b"order-%03d" % i, partition=i % PARTITIONS) for i in orders]
+            _end(feeder, commit=True)
+        except TransactionError as error:
+            if not error.abortable:
+                raise
+            _end(feeder, commit=False)  # the orders are written again
+            continue
+        feeder.close()
+        ends: dict[int, int] = {}
+        for landed in (future.result() for future in sent):
+            ends[landed.partition] = max(ends.get(landed.partition, 0), landed.offset + 1)
+        return ends
+    raise RuntimeError("the orders could not be written in 3 transactions")
+
+
+def _end(producer: Producer, *, commit: bool) -> None:
+    """Commit or abort; one that timed out (a loaded machine) is asked again, which resumes
+    it (Kafka's advice for a `TimeoutException` from commitTransaction / abortTransaction)."""
+    end = producer.commit_transaction if commit else producer.abort_transaction
+    for attempt in range(_END_TRIES):
+        try:
+            end()
+        except TransactionError as error:
+            if error.error_code is not ErrorCode.REQUEST_TIMED_OUT or attempt == _END_TRIES - 1:
+                raise
+        else:
+            return
 
 
 def _transform(record: ConsumerRecord, transaction: int) -> bytes:
@@ -104,7 +139,7 @@ class _Stage:
 
     def run(self, inputs: int, per_transaction: int) -> None:
         pending: list[ConsumerRecord] = []
-        deadline = time.monotonic() + _WAIT_S
+        deadline = time.monotonic() + _STAGE_S
         while self.processed < inputs and time.monotonic() < deadline:
             if not pending:
                 pending = self.reader.poll(200)
@@ -127,11 +162,11 @@ class _Stage:
                 offsets[record.topic_partition] = record.offset + 1
             producer.send_offsets_to_transaction(offsets, self.reader.group_metadata())
             if number != ABORTED_TRANSACTION:
-                producer.commit_transaction()
+                _end(producer, commit=True)
                 self.committed = offsets
                 self.processed += len(chunk)
                 return True
-            producer.abort_transaction()
+            _end(producer, commit=False)
             self.aborted_records = len(chunk)
             self.note(
                 f"transaction {number} ({len(chunk)} records and its offsets) aborted on "
@@ -140,7 +175,7 @@ class _Stage:
         except TransactionError as error:  # a send failed (the ISR shrank, ...): abort, redo
             if not error.abortable:
                 raise
-            producer.abort_transaction()
+            _end(producer, commit=False)
             self.note(f"transaction {number} aborted after {error.error_code.name}; redone")
         self.aborted.add(number)
         return False
@@ -152,7 +187,7 @@ def run_exactly_once_stage(
     """Feed `inputs` orders, run the stage until every one is committed (transactions of at
     most `per_transaction` records, the second aborted and redone), then check the output."""
     started = time.monotonic()
-    _feed(cluster, inputs)
+    input_ends = _feed(cluster, inputs)
     reader: Consumer = cluster.consumer(
         group_id=GROUP,
         isolation_level="read_committed",
@@ -191,6 +226,7 @@ def run_exactly_once_stage(
         missing=sum(1 for i in range(inputs) if b"order-%03d" % i not in orders),
         aborted_visible=sum(1 for value in seen if _transaction_of(value) in stage.aborted),
         committed_offsets=committed_offsets,
+        input_ends=dict(input_ends),
         elapsed_s=time.monotonic() - started,
     )
     offsets_text = ", ".join(f"p{p}@{o}" for p, o in committed_offsets.items())
