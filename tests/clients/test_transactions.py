@@ -239,3 +239,40 @@ def test_a_transaction_outlives_the_death_of_its_coordinators_broker() -> None:
         assert cluster.leader(
             TRANSACTION_STATE_TOPIC, partition_for_transactional_id("survivor", 3)
         ) not in (coordinator, -1)
+
+
+def test_latest_is_the_last_stable_offset_for_read_committed_and_the_hw_otherwise(
+    cluster: Cluster,
+) -> None:
+    topic = _topic(cluster, "txn-latest")
+    plain = cluster.producer(acks=-1)
+    plain.send(topic, b"settled", partition=0).result(WAIT_S)  # offset 0
+    producer = _producer(cluster, "latest")
+    producer.begin_transaction()
+    producer.send(topic, b"open", partition=0).result(WAIT_S)  # offset 1, not yet stable
+
+    def latest(isolation: str) -> int:
+        consumer = cluster.consumer(isolation_level=isolation, auto_offset_reset="latest")
+        consumer.assign([(topic, 0)])
+        consumer.seek(topic, 0, 99)  # out of range: reset by auto_offset_reset
+        consumer.poll(200)
+        return consumer.position(topic, 0)
+
+    assert latest("read_committed") == 1  # the open transaction's first offset
+    assert latest("read_uncommitted") == 2  # the high watermark
+    # a group member with nothing committed asks ListOffsets for the latest: the LSO too
+    member = cluster.consumer(
+        group_id="latest-readers",
+        isolation_level="read_committed",
+        auto_offset_reset="latest",
+        heartbeat_interval_ms=100,
+        max_wait_ms=100,
+    )
+    member.subscribe([topic])
+    deadline = time.monotonic() + WAIT_S
+    while not member.assignment():
+        assert time.monotonic() < deadline, "never assigned"
+        member.poll(100)
+    assert member.position(topic, 0) == 1
+    member.close()
+    producer.commit_transaction()
