@@ -71,6 +71,7 @@ INTERNAL_PARTITIONS = 5  # of __consumer_offsets and __transaction_state (Kafka:
 TRANSACTION_TIMEOUT_SESSIONS = 5  # the producers' transaction.timeout.ms, in session timeouts
 START_S = 60.0  # how long the workers may take to initialize before the faults start
 READ_S = 15.0  # how long reading one partition back may take
+FINISH_LIMIT_S = 180.0  # how long the workers may take to finish the input after healing
 
 
 def txn_config(session_timeout_ms: int = SESSION_TIMEOUT_MS) -> BrokerConfig:
@@ -320,7 +321,8 @@ def _run(
         )
 
         def stop_workload() -> tuple[list[Ack], dict[bytes, str], int]:
-            if not workload.finish(RECOVERY_SESSIONS * session_s + txn_timeout_ms / 1000):
+            stall_s = RECOVERY_SESSIONS * session_s + txn_timeout_ms / 1000
+            if not workload.finish(stall_s, FINISH_LIMIT_S):
                 result.notes.extend(f"unfinished: {w}" for w in workload.unfinished())
             workload.stop()
             return acked, {}, 0

@@ -268,12 +268,19 @@ class TxnWorkload:
             worker.thread.start()
         return self
 
-    def finish(self, timeout_s: float) -> bool:
-        """Stop pacing and wait (at most `timeout_s`) until every worker consumed its input."""
+    def finish(self, stall_s: float, limit_s: float) -> bool:
+        """Stop pacing and wait until every worker consumed its input; False once no worker
+        moved on for `stall_s` (stuck), or after `limit_s` in all (slow as well as stuck
+        on a loaded machine is told apart from stuck by the first)."""
         self.paced.clear()
-        deadline = time.monotonic() + timeout_s
+        started = last_move = time.monotonic()
+        seen = [w.position for w in self.workers]
         while not all(w.finished for w in self.workers):
-            if time.monotonic() >= deadline:
+            now = time.monotonic()
+            positions = [w.position for w in self.workers]
+            if positions != seen:
+                seen, last_move = positions, now
+            if now - last_move >= stall_s or now - started >= limit_s:
                 return False
             self.stop_event.wait(0.05)
         return True
