@@ -22,7 +22,7 @@ def read_all(bootstrap: str, isolation: str) -> list[str]:
         message = consumer.poll(30.0)
         if message is None or message.error() is not None:  # the end, or nothing in 30 s
             break
-        values.append(message.value().decode())
+        values.append(bytes(message.value() or b"").decode())
     consumer.close()
     return values
 
