@@ -22,7 +22,9 @@ from kafkactor.storage.config import LogConfig
 from kafkactor.storage.errors import (
     CorruptRecordError,
     InvalidProducerEpochError,
+    InvalidTxnStateError,
     OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
     UnknownProducerIdError,
 )
 from kafkactor.storage.log import Log
@@ -285,11 +287,16 @@ def test_truncation_rebuilds_only_when_a_producer_batch_is_cut() -> None:
         (OutOfOrderSequenceError("gap", PID), ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER),
         (InvalidProducerEpochError("fenced", PID), ErrorCode.INVALID_PRODUCER_EPOCH),
         (UnknownProducerIdError("unknown", PID), ErrorCode.UNKNOWN_PRODUCER_ID),
+        (InvalidTxnStateError("open transaction", PID), ErrorCode.INVALID_TXN_STATE),
+        (
+            TransactionCoordinatorFencedError("zombie", PID),
+            ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+        ),
     ],
 )
 def test_the_errors_map_to_kafkas_codes_and_pickle(error: Exception, code: ErrorCode) -> None:
     assert storage_error_code(error) is code
-    assert int(code) in (45, 47, 59)
+    assert int(code) in (45, 47, 48, 52, 59)
     copy = pickle.loads(pickle.dumps(error))
     assert type(copy) is type(error) and str(copy) == str(error)
     assert copy.producer_id == PID  # type: ignore[attr-defined]

@@ -75,7 +75,7 @@ from kafkactor.storage import (
     UnsupportedCompressionError,
     build_control_batch,
 )
-from kafkactor.storage.errors import TransactionCoordinatorFencedError
+from kafkactor.storage.errors import InvalidTxnStateError, TransactionCoordinatorFencedError
 from kafkactor.timer import Clock
 
 _log = tracing.get_logger("kafkactor.partition")
@@ -103,6 +103,8 @@ def storage_error_code(error: Exception) -> ErrorCode:  # noqa: PLR0911 - one fl
         return ErrorCode.INVALID_PRODUCER_EPOCH
     if isinstance(error, TransactionCoordinatorFencedError):  # a marker of an older coordinator
         return ErrorCode.TRANSACTION_COORDINATOR_FENCED
+    if isinstance(error, InvalidTxnStateError):  # a plain batch inside the producer's open txn
+        return ErrorCode.INVALID_TXN_STATE
     return ErrorCode.KAFKA_STORAGE_ERROR
 
 
