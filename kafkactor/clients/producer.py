@@ -465,19 +465,24 @@ class Producer:
 
         def resend() -> None:
             self._closed.wait(self.retry_backoff_ms / 1000)
-            if self._closed.is_set():
+            if self._closed.is_set() or (transactions is not None and transactions.aborting):
                 batch.result.set_exception(error)
-                return
-            try:
-                self._attempt(batch)
-            except Exception as unexpected:  # never leave the Future pending
-                if not batch.result.done():
-                    batch.result.set_exception(unexpected)
+            elif transactions is not None and not transactions.may_resend(batch):
+                schedule()  # an earlier batch of its partition goes (or is answered) first
+            else:
+                try:
+                    self._attempt(batch)
+                except Exception as unexpected:  # never leave the Future pending
+                    if not batch.result.done():
+                        batch.result.set_exception(unexpected)
 
-        try:
-            self._sender.submit(resend)  # off the actor thread that delivered the answer
-        except RuntimeError:  # closed meanwhile
-            batch.result.set_exception(error)
+        def schedule() -> None:
+            try:
+                self._sender.submit(resend)  # off the actor thread that delivered the answer
+            except RuntimeError:  # closed meanwhile
+                batch.result.set_exception(error)
+
+        schedule()
 
     def close(self) -> None:
         """Stop sending. Requests still unanswered fail with NETWORK_EXCEPTION (the answer is

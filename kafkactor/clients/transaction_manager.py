@@ -303,6 +303,16 @@ class TransactionManager:
         with self._lock:
             return self._sequences.earlier_in_flight(tp, batch.sequence)
 
+    def may_resend(self, batch: SentBatch) -> bool:
+        """Whether a failed batch may go again now: only as the first of its partition still
+        unanswered, so that resends keep sequence order across a leader change (Kafka's
+        sender drains a retried batch only when it is the first in flight)."""
+        if batch.sequence is None or batch.partition is None:
+            return True
+        tp = TopicPartition(topic=batch.topic, partition=batch.partition)
+        with self._lock:
+            return not self._sequences.earlier_in_flight(tp, batch.sequence)
+
     def _completed(self, batch: SentBatch, result: Future[Any]) -> None:
         error = result.exception()
         with self._lock:

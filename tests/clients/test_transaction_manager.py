@@ -178,6 +178,12 @@ def producer(broker: StubBroker) -> Iterator[Producer]:
     made.close()
 
 
+def pause_then(condition: Any, seconds: float = 0.3) -> Any:
+    """`condition()` after `seconds`: for what must NOT happen meanwhile."""
+    threading.Event().wait(seconds)
+    return condition()
+
+
 def _batch(request: ProduceRequest) -> RecordBatch:
     return RecordBatch(request.partitions[0].records)
 
@@ -412,11 +418,14 @@ def test_a_batch_that_overtook_an_earlier_one_is_sent_again_with_its_sequence(
     wait_until(lambda: len(broker.held) == 1, message="the first batch held")
     broker.hold_produce = False
     # the leader saw the second batch first (a leader change): out of order, while the first
-    # is still unanswered, so it is sent again, with the same sequence
+    # is still unanswered, so it is sent again, with the same sequence, once the first is
+    # answered (Kafka resends a partition's batches in sequence order)
     broker.script[ProduceRequest] = [ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER]
     second = producer.send(TOPIC, b"second", partition=0)
-    wait_until(lambda: len(broker.sent(ProduceRequest)) == 3, message="the second sent again")
+    wait_until(lambda: len(broker.sent(ProduceRequest)) == 2, message="the second refused")
+    assert not pause_then(lambda: len(broker.sent(ProduceRequest)) > 2)  # it waits
     broker.release_produce()
+    wait_until(lambda: len(broker.sent(ProduceRequest)) == 3, message="the second sent again")
     assert first.result(5).offset >= 0 and second.result(5).offset >= 0
     sequences = [_batch(r).base_sequence for r in broker.sent(ProduceRequest)]
     assert sequences == [0, 1, 1]
