@@ -210,6 +210,7 @@ def committed_offsets(cluster: Cluster, partitions: int, notes: list[str]) -> di
         group_id=GROUP, enable_auto_commit=False, isolation_level="read_committed"
     )
     found: dict[int, int | None] = {}
+    errors: dict[int, str] = {}
 
     def fetched() -> bool:
         for p in range(partitions):
@@ -217,10 +218,11 @@ def committed_offsets(cluster: Cluster, partitions: int, notes: list[str]) -> di
                 try:
                     found[p] = consumer.committed((INPUT_TOPIC, p))
                 except Exception as error:
-                    notes.append(f"committed offset of p{p}: {error!r}")
+                    errors[p] = repr(error)
         return len(found) == partitions
 
     wait_for(fetched, READ_S, poll_s=0.2)
+    notes.extend(f"committed offset of p{p}: {e}" for p, e in errors.items() if p not in found)
     consumer.close()
     return found
 

@@ -26,7 +26,10 @@ The anomalies, by kind (`KINDS`):
   transaction timeout (an open transaction that blocks read_committed consumers forever:
   the bug class of Kafka's KIP-890);
 - `unfinished`: an input partition the workers did not finish within the deadline;
-- `zombie-commit`: a fenced producer's commit returned instead of failing.
+- `zombie-commit`: a fenced producer's commit returned instead of failing;
+- `offsets-unreadable`: the group's committed offset of an input partition could not be read
+  (OffsetFetch with require_stable kept answering UNSTABLE_OFFSET_COMMIT, as it does while a
+  transaction's offsets are pending); the checks against that offset are skipped for it.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ KINDS = (
     "hanging",
     "unfinished",
     "zombie-commit",
+    "offsets-unreadable",
 )
 EXAMPLES = 5  # examples kept per kind
 
@@ -150,7 +154,9 @@ def check_transactions(attempts: Iterable[Attempt], observed: Observed) -> Anoma
             continue
         visible.setdefault(txn, []).append(record.value)
         per_input[(partition, offset)] += 1
-        committed = observed.committed.get(partition) or 0
+        if partition not in observed.committed:
+            continue  # unreadable offsets: reported once, below
+        committed = observed.committed[partition] or 0
         if offset >= committed:
             found.add(
                 "ahead-of-offsets",
@@ -198,7 +204,15 @@ def _check_inputs(
     observed: Observed, per_input: Mapping[tuple[int, int], int], found: Anomalies
 ) -> None:
     for partition, records in sorted(observed.inputs.items()):
-        committed = observed.committed.get(partition) or 0
+        if partition not in observed.committed:
+            found.add(
+                "offsets-unreadable",
+                f"input p{partition}: the group's committed offset could not be read "
+                "(OffsetFetch kept failing, e.g. UNSTABLE_OFFSET_COMMIT: a transaction's "
+                "offsets pending for good)",
+            )
+            continue
+        committed = observed.committed[partition] or 0
         for offset in sorted(records):
             copies = per_input.get((partition, offset), 0)
             if copies > 1:

@@ -135,3 +135,9 @@ def test_the_line_and_the_summary_name_the_anomalies() -> None:
     table, held = format_txn_summary([result])
     assert not held
     assert "aborted-visible 2" in table and "(7)" in table
+
+
+def test_an_unreadable_committed_offset_is_reported_once_not_as_loss() -> None:
+    attempts, _ = clean_history()
+    output = visible(attempts[0], attempts[2], attempts[3])
+    assert kinds(attempts, output, committed={1: 2}) == {"offsets-unreadable"}
