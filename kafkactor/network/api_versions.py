@@ -76,7 +76,7 @@ SUPPORTED: Final[dict[ApiKey, tuple[int, int]]] = {
     # groups (key type 0) and transactional ids (1). Every Kafka broker lists FindCoordinator,
     # and librdkafka takes its absence for a pre-0.10 broker and then sends lz4 batches
     # uncompressed
-    ApiKey.FIND_COORDINATOR: (0, 2),
+    ApiKey.FIND_COORDINATOR: (0, 3),  # v3 flexible, as Kafka 2.8; v4 (batched keys) is 3.0's
     ApiKey.JOIN_GROUP: (0, 5),
     ApiKey.HEARTBEAT: (0, 3),
     ApiKey.LEAVE_GROUP: (0, 3),

@@ -204,7 +204,7 @@ def fenced_code(api: ApiKey, version: int) -> ErrorCode:
 # -- FindCoordinator for a transactional id ------------------------------------------------------
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_find_coordinator_answers_the_leader_of_the_ids_transaction_state_partition(
     version: int,
 ) -> None:
@@ -230,7 +230,7 @@ def test_find_coordinator_answers_the_leader_of_the_ids_transaction_state_partit
     )
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 3])
 def test_a_missing_transaction_state_topic_is_created_and_answered_not_available(
     version: int,
 ) -> None:
