@@ -110,6 +110,23 @@ def test_a_deleted_partition_counts_as_written() -> None:
     assert gone == [("a", _tp("gone", 0))] and set(sends) == {1}
 
 
+def test_an_answer_that_does_not_name_a_topic_leaves_its_markers_unsent() -> None:
+    """Leader lookups overlap: one asked before a job came names only the topics of its time.
+    Its answer must not count the later job's other topics as deleted: that dropped the
+    marker of a `__consumer_offsets` partition and left its transaction open there forever
+    (the LSO stuck below the HW: nemesis --transactions, seed 25)."""
+    channel = TxnMarkerChannel()
+    channel.add(_job("a", 10, _tp("out", 0)))
+    asked_first = channel.topics_to_look_up()
+    channel.add(_job("b", 11, _tp("out", 1), _tp("__consumer_offsets", 0)))
+    assert asked_first == ("out",)
+    sends, gone = channel.route(_metadata({"out": [1, 1]}), now=0)
+    assert gone == [] and set(sends) == {1}
+    assert channel.unsent["b"] == {_tp("__consumer_offsets", 0)}  # waits for its own answer
+    sends, gone = channel.route(_metadata({"__consumer_offsets": [2]}), now=0)
+    assert gone == [] and dict(sends[2][1].entries) == {"b": {_tp("__consumer_offsets", 0)}}
+
+
 def test_answers_split_into_written_retried_and_fenced() -> None:
     channel = TxnMarkerChannel()
     channel.add(_job("a", 10, _tp("t", 0), _tp("t", 1)))

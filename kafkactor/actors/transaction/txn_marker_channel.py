@@ -75,6 +75,9 @@ class TxnMarkerChannel:
         """Group the unsent markers by leader: ({leader: (correlation id, send)}, partitions
         whose topic is gone). Partitions without a leader stay unsent."""
         leaders: dict[TopicPartition, int] = {}
+        # the topics this answer speaks for: lookups overlap, and one asked before a job was
+        # added says nothing of that job's other topics (they wait for their own answer)
+        answered = {topic.topic for topic in metadata.topics}
         for topic in metadata.topics:
             if topic.error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                 continue
@@ -84,6 +87,8 @@ class TxnMarkerChannel:
         gone: list[tuple[str, TopicPartition]] = []
         for transactional_id, partitions in self.unsent.items():
             for tp in sorted(partitions):
+                if tp.topic not in answered:
+                    continue
                 if tp not in leaders:  # Kafka drops the markers of a deleted partition
                     gone.append((transactional_id, tp))
                     partitions.discard(tp)
