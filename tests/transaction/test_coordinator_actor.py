@@ -32,6 +32,7 @@ from kafkactor.actors.runtime import Client, addresses
 from kafkactor.actors.transaction import TransactionConfig, partition_for_transactional_id
 from kafkactor.common import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicPartition
 from kafkactor.messages import ErrorCode
+from kafkactor.messages.replication import ProduceRequest
 from kafkactor.messages.transaction import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
@@ -371,6 +372,59 @@ def test_a_new_coordinator_completes_a_prepared_commit(zk_trio: Txns) -> None:
         assert unload["transactional_ids"] >= 1
     request = InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=TIMEOUT_MS)
     assert zk_trio.ask(tid, request, broker=successor).error_code is E.NOT_COORDINATOR
+
+
+def test_a_loaded_prepare_is_acknowledged_again_before_its_markers_go(zk_trio: Txns) -> None:
+    """What a new coordinator loads may lie above its high watermark, where the next leader
+    can still truncate it: markers sent for a PrepareCommit that is then lost commit part of
+    a transaction the next coordinator aborts (nemesis --transactions seeds 53 and 70: a
+    group's offsets committed with their output aborted). The successor writes the loaded
+    PrepareCommit again and sends markers only once that write is acknowledged."""
+    cluster = zk_trio.cluster
+    tid = "failover-confirm"
+    coordinator = zk_trio.coordinator(tid)
+    partition = partition_for_transactional_id(tid, PARTITIONS)
+    holder = next(b for b in cluster.live_brokers() if b != coordinator)
+    cluster.create_topic("confirm-orders", assignments={0: (holder,)})
+    tp = TopicPartition(topic="confirm-orders", partition=0)
+    ids = zk_trio.init(tid)
+    assert zk_trio.add(tid, ids, tp) is E.NONE
+    refused: list[str] = []
+
+    def refuse_state_writes(address: str, message: Any) -> bool:
+        payload = getattr(message, "payload", message)
+        if isinstance(payload, ProduceRequest) and any(
+            p.topic == TRANSACTION_STATE_TOPIC and p.partition == partition
+            for p in payload.partitions
+        ):
+            refused.append(address)
+            return True
+        return False
+
+    with captured_events() as events:
+        cluster.stop_broker(holder)  # the marker cannot be written: PrepareCommit stays
+        wait_until(lambda: cluster.leader(tp.topic, 0) == -1, message="offline partition")
+        assert zk_trio.end(tid, ids, committed=True) is E.NONE
+        cluster.directory.drop = refuse_state_writes
+        try:
+            cluster.stop_broker(coordinator, controlled=True)
+            successor = wait_until(
+                lambda: (b := zk_trio.coordinator(tid)) not in (-1, coordinator) and b,
+                message="a new coordinator",
+            )
+            cluster.restart_broker(holder)
+            wait_until(lambda: cluster.leader(tp.topic, 0) == holder, message="holder leads")
+            seen = len(refused)
+            wait_until(lambda: len(refused) >= seen + 3, message="the confirmation retried")
+            assert not events.named("txn.marker.sent", transactional_id=tid, broker=successor)
+            assert zk_trio.markers(tp) == []
+        finally:
+            cluster.directory.drop = None
+        zk_trio.wait_state(tid, "CompleteCommit")
+        assert events.named("txn.marker.sent", transactional_id=tid, broker=successor)
+    assert zk_trio.markers(tp) == [(ids.producer_id, True)]
+    cluster.restart_broker(coordinator)
+    wait_until(lambda: set(cluster.live_brokers()) == {1, 2, 3}, message="all brokers back")
 
 
 # -- time -----------------------------------------------------------------------------------------

@@ -19,7 +19,13 @@ from kafkactor.actors.transaction.coordinator_messages import (
 )
 from kafkactor.actors.transaction.delayed_txn_marker import DelayedTxnMarker
 from kafkactor.actors.transaction.marker_sender import TxnMarkerSender, _Tell
-from kafkactor.actors.transaction.results import AppendOutcome, Decision, TxnAppend
+from kafkactor.actors.transaction.results import (
+    AppendOutcome,
+    AppendPurpose,
+    Decision,
+    MarkerJob,
+    TxnAppend,
+)
 from kafkactor.actors.transaction.transaction_config import TransactionConfig
 from kafkactor.actors.transaction.transaction_coordinator import (
     ProducerIdGenerator,
@@ -114,6 +120,8 @@ class TransactionCoordinatorActor(TxnMarkerSender):
         self._lookups: set[int] = set()
         self._markers: dict[str, DelayedTxnMarker] = {}
         self._retry_writes: list[TxnAppend] = []
+        self._confirms: dict[int, MarkerJob] = {}  # by correlation id: loaded Prepare* rewritten
+        self._retry_confirms: list[MarkerJob] = []
         self._retry_task: _Tell | None = None
         self._epochs: dict[int, int] = {}
         self._jobs: list[ScheduledTask] = []
@@ -251,9 +259,65 @@ class TransactionCoordinatorActor(TxnMarkerSender):
         if not sent:
             self._written(self._writes.pop(correlation_id), ErrorCode.NOT_LEADER_FOR_PARTITION)
 
+    def _confirm_then_send(self, job: MarkerJob) -> None:
+        """Write a loaded Prepare* transition again, and send its markers only once that write
+        is acknowledged. What a new leader of a `__transaction_state` partition loads may lie
+        above its high watermark, and a record there can still be truncated by the next
+        leader: markers sent for a PrepareCommit that is then lost commit some partitions of
+        a transaction the next coordinator aborts (a group's offsets committed with their
+        output aborted). An acknowledged write at the log end means every record before it
+        is committed, as a Raft leader commits an entry of its own term first."""
+        metadata = self.core.state.metadata.get(job.transactional_id)
+        if metadata is None or self.core.markers_pending(job) is not True:
+            return  # moot: the partition moved away, or the id moved on
+        correlation_id = self._next_id()
+        self._confirms[correlation_id] = job
+        append = TxnAppend(
+            transactional_id=job.transactional_id,
+            partition=job.txn_partition,
+            coordinator_epoch=job.coordinator_epoch,
+            transit=metadata.as_transit(),
+            purpose=AppendPurpose.END_TXN,
+        )
+        sent = self.send(
+            self.replica_manager,
+            ProduceRequest(
+                reply_to=self.address,
+                correlation_id=correlation_id,
+                acks=-1,
+                timeout_ms=REQUEST_TIMEOUT_MS,
+                from_coordinator=True,
+                partitions=(
+                    ProducePartition(
+                        topic=TRANSACTION_STATE_TOPIC,
+                        partition=job.txn_partition,
+                        records=build_batch([transition_record(append, self.now)], 0),
+                    ),
+                ),
+            ),
+        )
+        if not sent:
+            self._confirmed(self._confirms.pop(correlation_id), ErrorCode.NOT_LEADER_FOR_PARTITION)
+
+    def _confirmed(self, job: MarkerJob, error: ErrorCode) -> None:
+        if self.core.markers_pending(job) is not True:
+            return
+        if error is ErrorCode.NONE:
+            self._start_markers(job)
+        else:  # asked again after the backoff, for as long as this coordinator owns the id
+            self._retry_confirms.append(job)
+            self._arm_retry()
+
     @handles(ProduceResponse, ErrorResponse, MetadataResponse, WriteTxnMarkersResponse)
     def _on_response(self, response: Response) -> None:
         correlation_id = response.correlation_id
+        confirm = self._confirms.pop(correlation_id, None)
+        if confirm is not None:
+            if isinstance(response, ProduceResponse) and response.partitions:
+                self._confirmed(confirm, response.partitions[0].error_code)
+            else:
+                self._confirmed(confirm, ErrorCode.UNKNOWN_SERVER_ERROR)
+            return
         write = self._writes.pop(correlation_id, None)
         if write is not None:
             if isinstance(response, ProduceResponse) and response.partitions:
@@ -359,7 +423,7 @@ class TransactionCoordinatorActor(TxnMarkerSender):
             error=error,
         )
         for job in jobs:
-            self._start_markers(job)
+            self._confirm_then_send(job)
 
     @handles(TxnStatePartitionResigned)
     def _on_resigned(self, event: TxnStatePartitionResigned) -> None:

@@ -57,8 +57,12 @@ class TxnMarkerSender(DescribeHandlers):
     _lookups: set[int]
     _retry_task: _Tell | None
     _retry_writes: list[TxnAppend]
+    _retry_confirms: list[MarkerJob]
 
     def _write(self, append: TxnAppend, request: Request | None) -> None:
+        raise NotImplementedError
+
+    def _confirm_then_send(self, job: MarkerJob) -> None:
         raise NotImplementedError
 
     def _next_id(self) -> int:
@@ -187,6 +191,9 @@ class TxnMarkerSender(DescribeHandlers):
         writes, self._retry_writes = self._retry_writes, []
         for append in writes:
             self._write(append, None)
+        confirms, self._retry_confirms = self._retry_confirms, []
+        for job in confirms:
+            self._confirm_then_send(job)
         self._look_up_leaders()
         if self.channel.sends:
             self._arm_retry()
