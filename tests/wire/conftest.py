@@ -18,6 +18,7 @@ from kafkactor.actors.broker import BrokerConfig
 from kafkactor.network.kafka_apis import KafkaApisConfig
 from kafkactor.testing import Cluster
 from tests.replication.support import FAST, EventLog, captured_events
+from tests.wire.transactions import transactions_cluster
 
 LISTEN = "127.0.0.1"
 # A crashed broker's ZooKeeper session expires this fast, so the controller moves its
@@ -29,6 +30,16 @@ FAILOVER_SESSION_TIMEOUT_MS = 600
 def cluster() -> Iterator[Cluster]:
     """Three brokers with Kafka's default broker settings (topic auto-creation on)."""
     with Cluster(3, listen=LISTEN) as started:
+        yield started
+
+
+@pytest.fixture(scope="package")
+def txn_cluster() -> Iterator[Cluster]:
+    """The transactional wire modules' one cluster (tests/wire/transactions.py), shared by the
+    four `test_transactions_*` modules, which run last in this package: each first use
+    creates `__transaction_state` and `__consumer_offsets` (100 partitions at RF 3), which
+    costs seconds. Each module names its topics, transactional ids and groups apart."""
+    with transactions_cluster() as started:
         yield started
 
 

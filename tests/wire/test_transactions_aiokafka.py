@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine
 from contextlib import AsyncExitStack
 from typing import Any, TypeVar
 
@@ -24,7 +24,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from kafkactor.storage import CompressionType
 from kafkactor.testing import Cluster
 from tests.wire.support import CODECS, READ_S, stored_codecs
-from tests.wire.transactions import TXN_TIMEOUT_MS, transactions_cluster
+from tests.wire.transactions import TXN_TIMEOUT_MS
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -43,9 +43,17 @@ def run(scenario: Coroutine[Any, Any, T]) -> T:
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    with transactions_cluster() as started:
-        yield started
+def cluster(txn_cluster: Cluster) -> Cluster:
+    """The package's transactions cluster (tests/wire/conftest.py), shared with the other
+    client modules."""
+    return txn_cluster
+
+
+@pytest.fixture
+def topic(topic: str) -> str:
+    """This module's topic (and so transactional id and group) apart from the other client
+    modules' on the shared cluster."""
+    return "aiokafka-" + topic
 
 
 async def started(stack: AsyncExitStack, client: Any) -> Any:

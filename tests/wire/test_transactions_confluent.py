@@ -13,7 +13,6 @@ sent when a transaction aborts, so a test that wants aborted records in the log 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -21,7 +20,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from kafkactor.storage import CompressionType
 from kafkactor.testing import Cluster
 from tests.wire.support import CODECS, READ_S, stored_codecs, wait_until
-from tests.wire.transactions import TXN_TIMEOUT_MS, transactions_cluster
+from tests.wire.transactions import TXN_TIMEOUT_MS
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -29,9 +28,17 @@ TXN_S = 30.0  # init/commit/abort bound: the first lookup creates __transaction_
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    with transactions_cluster() as started:
-        yield started
+def cluster(txn_cluster: Cluster) -> Cluster:
+    """The package's transactions cluster (tests/wire/conftest.py), shared with the other
+    client modules."""
+    return txn_cluster
+
+
+@pytest.fixture
+def topic(topic: str) -> str:
+    """This module's topic (and so transactional id and group) apart from the other client
+    modules' on the shared cluster."""
+    return "confluent-" + topic
 
 
 def transactional(cluster: Cluster, transactional_id: str, **settings: object) -> Producer:

@@ -23,7 +23,7 @@ from kafka.structs import OffsetAndMetadata
 from kafkactor.storage import CompressionType
 from kafkactor.testing import Cluster
 from tests.wire.support import CODECS, READ_S, stored_codecs, wait_until
-from tests.wire.transactions import TXN_TIMEOUT_MS, transactions_cluster
+from tests.wire.transactions import TXN_TIMEOUT_MS
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -37,9 +37,17 @@ HAS_CODEC = {
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    with transactions_cluster() as started:
-        yield started
+def cluster(txn_cluster: Cluster) -> Cluster:
+    """The package's transactions cluster (tests/wire/conftest.py), shared with the other
+    client modules."""
+    return txn_cluster
+
+
+@pytest.fixture
+def topic(topic: str) -> str:
+    """This module's topic (and so transactional id and group) apart from the other client
+    modules' on the shared cluster."""
+    return "kafka-python-" + topic
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ transactional id. Requests are written with kio (tests/network/wire.py's `WireCl
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,15 +13,22 @@ from kafkactor.network.api_versions import ApiKey
 from kafkactor.storage import Record, build_batch, build_control_batch
 from kafkactor.testing import Cluster
 from tests.network.wire import WireClient, produce_request
-from tests.wire.transactions import transactions_cluster
 
 pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    with transactions_cluster() as started:
-        yield started
+def cluster(txn_cluster: Cluster) -> Cluster:
+    """The package's transactions cluster (tests/wire/conftest.py), shared with the other
+    client modules."""
+    return txn_cluster
+
+
+@pytest.fixture
+def topic(topic: str) -> str:
+    """This module's topic (and so transactional id and group) apart from the other client
+    modules' on the shared cluster."""
+    return "raw-" + topic
 
 
 def produce_to_leader(cluster: Cluster, topic: str, records: bytes, **fields: Any) -> Any:

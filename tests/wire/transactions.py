@@ -1,5 +1,6 @@
 """Helpers of the transactional wire tests (tests/wire/test_transactions_*.py): the cluster
-they share per module, and what every client module checks the same way.
+they share (one per test run: `txn_cluster` in tests/wire/conftest.py), and what every client
+module checks the same way.
 
 The cluster aborts timed-out transactions every 200 ms (Kafka's
 `transaction.abort.timed.out.transaction.cleanup.interval.ms` is 10 s), so that a transaction
