@@ -240,8 +240,14 @@ class TransactionCoordinatorActor(TxnMarkerSender):
     def _write(self, append: TxnAppend, request: Request | None) -> None:
         correlation_id = self._next_id()
         self._writes[correlation_id] = _Write(append, request, self.trace_context)
+        if not self._send_transition(correlation_id, append):
+            self._written(self._writes.pop(correlation_id), ErrorCode.NOT_LEADER_FOR_PARTITION)
+
+    def _send_transition(self, correlation_id: int, append: TxnAppend) -> bool:
+        """Append `append`'s record to its `__transaction_state` partition through the
+        replica manager (acks=-1, a coordinator's append); False when it cannot be sent."""
         batch = build_batch([transition_record(append, self.now)], 0)
-        sent = self.send(
+        return self.send(
             self.replica_manager,
             ProduceRequest(
                 reply_to=self.address,
@@ -256,8 +262,6 @@ class TransactionCoordinatorActor(TxnMarkerSender):
                 ),
             ),
         )
-        if not sent:
-            self._written(self._writes.pop(correlation_id), ErrorCode.NOT_LEADER_FOR_PARTITION)
 
     def _confirm_then_send(self, job: MarkerJob) -> None:
         """Write a loaded Prepare* transition again, and send its markers only once that write
@@ -279,23 +283,7 @@ class TransactionCoordinatorActor(TxnMarkerSender):
             transit=metadata.as_transit(),
             purpose=AppendPurpose.END_TXN,
         )
-        sent = self.send(
-            self.replica_manager,
-            ProduceRequest(
-                reply_to=self.address,
-                correlation_id=correlation_id,
-                acks=-1,
-                timeout_ms=REQUEST_TIMEOUT_MS,
-                from_coordinator=True,
-                partitions=(
-                    ProducePartition(
-                        topic=TRANSACTION_STATE_TOPIC,
-                        partition=job.txn_partition,
-                        records=build_batch([transition_record(append, self.now)], 0),
-                    ),
-                ),
-            ),
-        )
+        sent = self._send_transition(correlation_id, append)
         if not sent:
             self._confirmed(self._confirms.pop(correlation_id), ErrorCode.NOT_LEADER_FOR_PARTITION)
 
@@ -313,18 +301,11 @@ class TransactionCoordinatorActor(TxnMarkerSender):
         correlation_id = response.correlation_id
         confirm = self._confirms.pop(correlation_id, None)
         if confirm is not None:
-            if isinstance(response, ProduceResponse) and response.partitions:
-                self._confirmed(confirm, response.partitions[0].error_code)
-            else:
-                self._confirmed(confirm, ErrorCode.UNKNOWN_SERVER_ERROR)
+            self._confirmed(confirm, _append_error(response))
             return
         write = self._writes.pop(correlation_id, None)
         if write is not None:
-            if isinstance(response, ProduceResponse) and response.partitions:
-                error = response.partitions[0].error_code
-            else:
-                error = getattr(response, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR)
-            self._written(write, error)
+            self._written(write, _append_error(response))
         elif correlation_id in self._lookups:
             self._lookups.discard(correlation_id)
             if isinstance(response, MetadataResponse):
@@ -472,3 +453,11 @@ class TransactionCoordinatorActor(TxnMarkerSender):
             "owned_partitions": sorted(self.core.state.owned),
             "txn_marker_delayed": self.purgatory.num_delayed,
         }
+
+
+def _append_error(response: Response) -> ErrorCode:
+    """The outcome of a `__transaction_state` append: its partition's code, or the failure's."""
+    if isinstance(response, ProduceResponse) and response.partitions:
+        return response.partitions[0].error_code
+    error: ErrorCode = getattr(response, "error_code", ErrorCode.UNKNOWN_SERVER_ERROR)
+    return error
