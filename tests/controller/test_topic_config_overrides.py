@@ -15,6 +15,7 @@ from kafkactor.actors.controller import zk_data
 from kafkactor.actors.controller.admin_zk import AdminZkClient
 from kafkactor.storage import LogConfig
 from kafkactor.testing import Cluster
+from kafkactor.testing.read_back import wait_for
 from tests.controller.support import settled_controller
 
 pytestmark = pytest.mark.timeout(60)
@@ -59,6 +60,9 @@ def test_the_admin_zk_client_writes_only_the_overrides(cluster: Cluster) -> None
 
 def test_brokers_open_logs_with_the_overrides_over_their_defaults(cluster: Cluster) -> None:
     cluster.create_topic("opened", 1, 2, config={"segment.bytes": "100000"})
+    # create_topic returns once the leader is elected; the follower opens its log when its
+    # LeaderAndIsr arrives, which may be a moment later
+    assert wait_for(lambda: all("opened-0" in b.logs for b in cluster.brokers.values()), 10)
     for broker in cluster.brokers.values():
         log = broker.logs["opened-0"]
         assert log.config.segment_bytes == 100000
