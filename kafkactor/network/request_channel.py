@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kafkactor.security.principal import ANONYMOUS, KafkaPrincipal
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RequestHeader:
@@ -16,7 +18,12 @@ class RequestHeader:
     header v2 (a tagged field of kafkactor's own, `inter_broker_schemas.TRACE_CONTEXT_TAG`), so
     that the request continues the sender's trace; both "" when the request carried none, as
     every request of a real Kafka client, and every header v0 / v1. Header v0 (ControlledShutdown
-    v0) has no client id: `client_id` is then "", as Kafka's RequestHeader reads it."""
+    v0) has no client id: `client_id` is then "", as Kafka's RequestHeader reads it.
+
+    `principal` and `listener` are the connection's (Kafka's `RequestContext.principal` and
+    `listenerName`), set by the socket server: who authenticated on it (`User:ANONYMOUS` without
+    SASL or a client certificate) and the name of the listener it came in on, whose endpoints
+    Metadata answers."""
 
     api_key: int
     api_version: int
@@ -25,6 +32,8 @@ class RequestHeader:
     client_host: str = ""
     trace_id: str = ""
     parent_span_id: str = ""
+    principal: KafkaPrincipal = ANONYMOUS
+    listener: str = "PLAINTEXT"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,6 +61,8 @@ class NetworkResponse:
     `frame` is the encoded response with its size prefix, or None when the request gets no
     response (a Produce with acks=0); `close` closes the connection after this slot
     (`reason` says why: Kafka closes on an acks=0 produce that failed, and on bad requests).
+    `throttle_ms` > 0 mutes the connection for that long after this response is written (a
+    client quota was exceeded: Kafka's `ClientQuotaManager` throttling, KIP-219).
     """
 
     connection_id: str
@@ -59,3 +70,4 @@ class NetworkResponse:
     frame: bytes | None
     close: bool = False
     reason: str = ""
+    throttle_ms: int = 0
