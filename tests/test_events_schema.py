@@ -158,6 +158,17 @@ MUST_SEE = frozenset(
 
 # Event types the schema names that this run does not produce, and why.
 NOT_EXERCISED = {
+    "security.authorization_denied": (
+        "needs an authorizer and a request it refuses (tests/security/test_authorizer.py)"
+    ),
+    "security.acl_change_processed": (
+        "needs ACLs changed in ZooKeeper while a broker watches them "
+        "(tests/security/test_acl_store.py)"
+    ),
+    "security.acl_change_invalid": (
+        "needs a malformed ACL change notification or ACL znode "
+        "(tests/security/test_acl_store.py writes one)"
+    ),
     "txn.unload": (
         "needs a broker to stop leading a __transaction_state partition it served while it "
         "runs (tests/transaction/test_coordinator_actor.py moves one back to its preferred "
