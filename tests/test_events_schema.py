@@ -158,6 +158,12 @@ MUST_SEE = frozenset(
 
 # Event types the schema names that this run does not produce, and why.
 NOT_EXERCISED = {
+    "quota.throttled": (
+        "needs a client over a byte-rate quota (tests/network/test_socket_server_limits.py)"
+    ),
+    "network.connection_refused": (
+        "needs max.connections reached (tests/network/test_socket_server_limits.py)"
+    ),
     "security.authorization_denied": (
         "needs an authorizer and a request it refuses (tests/security/test_authorizer.py)"
     ),

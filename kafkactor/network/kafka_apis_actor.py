@@ -11,10 +11,12 @@ from typing import Any
 from kafkactor.actors.runtime import Directory, TracedActor, addresses, handles
 from kafkactor.actors.runtime.actor import TraceContext
 from kafkactor.messages import ErrorCode, ErrorResponse, Response
+from kafkactor.network.client_quotas import apply_client_quotas
 from kafkactor.network.codec import encode_response
 from kafkactor.network.kafka_apis import KafkaApis
 from kafkactor.network.request_channel import NetworkRequest, NetworkResponse
 from kafkactor.network.steps import Admin, Answer, Ask, Close, NoAnswer, Step
+from kafkactor.security.client_quota_manager import QuotaManagers
 from kafkactor.timer import Clock, ScheduledTask, Scheduler
 
 
@@ -54,6 +56,10 @@ class KafkaApisActor(TracedActor):
     (longer than any request's own timeout) resumes with REQUEST_TIMED_OUT, so a lost answer
     costs one error response, not a connection whose later responses queue behind it, nor a
     pending entry kept for ever. A sweep every `sweep_ms` (on the broker's scheduler) finds them.
+
+    With `quotas` (Kafka's `QuotaManagers`), a Produce's request bytes and a client Fetch's
+    response bytes count against the client's byte-rate quota; past it the response carries the
+    throttle time and the socket server mutes the connection that long (client_quotas.py).
     """
 
     def __init__(
@@ -67,12 +73,14 @@ class KafkaApisActor(TracedActor):
         scheduler: Scheduler | None = None,
         answer_timeout_ms: int = 120_000,
         sweep_ms: int = 1000,
+        quotas: QuotaManagers | None = None,
     ) -> None:
         super().__init__(address, directory, clock, broker)
         self.apis = apis
         self.scheduler = scheduler
         self.answer_timeout_ms = answer_timeout_ms
         self.sweep_ms = sweep_ms
+        self.quotas = quotas
         self._sweeper: ScheduledTask | None = None
         self.socket_server = addresses.socket_server(broker)
         self._ids = itertools.count(1)
@@ -151,7 +159,10 @@ class KafkaApisActor(TracedActor):
             self._respond(request, None, close=True, reason=f"{type(error).__name__}", trace=trace)
             return
         if isinstance(step, Answer | NoAnswer):
-            self._respond(request, frame, trace=trace)
+            throttle_ms = 0
+            if self.quotas is not None:
+                frame, throttle_ms = self._throttle(request, step, frame, trace)
+            self._respond(request, frame, trace=trace, throttle_ms=throttle_ms)
         elif isinstance(step, Close):
             self._respond(request, None, close=True, reason=step.reason, trace=trace)
         elif isinstance(step, Ask):
@@ -162,6 +173,30 @@ class KafkaApisActor(TracedActor):
             self.send(step.address, outgoing, trace=context)
         else:
             self._admin_step(request, step, trace)
+
+    def _throttle(
+        self,
+        request: NetworkRequest,
+        step: Answer | NoAnswer,
+        frame: bytes | None,
+        trace: TraceContext | None,
+    ) -> tuple[bytes | None, int]:
+        assert self.quotas is not None
+        throttle = apply_client_quotas(
+            self.quotas, request, step, frame, lambda answer: self._encode(request, answer)
+        )
+        if throttle is None:
+            return frame, 0
+        self.log_event(
+            "quota.throttled",
+            trace=trace,
+            connection=request.connection_id,
+            user=throttle.user,
+            client_id=throttle.client_id,
+            kind=throttle.kind,
+            throttle_ms=throttle.throttle_ms,
+        )
+        return throttle.frame, throttle.throttle_ms
 
     def _deadline(self) -> int:
         return self.clock.now_ms() + self.answer_timeout_ms
@@ -201,6 +236,7 @@ class KafkaApisActor(TracedActor):
         close: bool = False,
         reason: str = "",
         trace: TraceContext | None = None,
+        throttle_ms: int = 0,
     ) -> None:
         self.send(
             self.socket_server,
@@ -210,6 +246,7 @@ class KafkaApisActor(TracedActor):
                 frame=frame,
                 close=close,
                 reason=reason,
+                throttle_ms=throttle_ms,
             ),
             trace=trace,
         )
