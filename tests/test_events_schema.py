@@ -211,6 +211,14 @@ NOT_EXERCISED = {
         "needs a topic config changed through ZooKeeper (tests/controller/"
         "test_dynamic_topic_configs.py changes them)"
     ),
+    "security.scram_credential_added": (
+        "needs a user's SCRAM credential written to ZooKeeper (tests/security/"
+        "test_entity_configs.py adds one while a broker runs)"
+    ),
+    "security.scram_credential_removed": (
+        "needs a user's SCRAM credential deleted from ZooKeeper (tests/security/"
+        "test_entity_configs.py deletes one)"
+    ),
     "config_change.invalid": (
         "needs a malformed notification under /config/changes or an override Kafka refuses "
         "written there by hand (tests/controller/test_dynamic_topic_configs.py writes one)"
