@@ -15,6 +15,7 @@ import pytest
 from kafkactor import zk_model
 from kafkactor.actors.controller import ZooKeeperSession
 from kafkactor.actors.controller.dynamic_config_manager import DynamicConfigManagerActor
+from kafkactor.actors.controller.entity_admin_zk import EntityAdminZkClient
 from kafkactor.actors.runtime import Directory, addresses
 from kafkactor.security.credential_cache import CredentialCache, CredentialChange
 from kafkactor.security.entity_configs import (
@@ -27,7 +28,11 @@ from kafkactor.security.entity_configs import (
     load_entity_configs,
     sanitize,
 )
-from kafkactor.security.scram_credentials import credential_from_password, credential_to_string
+from kafkactor.security.scram_credentials import (
+    credential_from_password,
+    credential_from_string,
+    credential_to_string,
+)
 from kafkactor.timer import SystemClock
 from kafkactor.zk_model import EmbeddedZooKeeper
 from tests.replication.support import EventLog, captured_events, wait_until
@@ -254,3 +259,57 @@ def test_a_credential_added_while_running_is_looked_up_after_its_notification(
         assert cache.quota_config(None, DEFAULT) == {"producer_byte_rate": 1000.0}
     finally:
         ref.stop()
+
+
+# -- the writer (AdminZkClient) ------------------------------------------------------------------
+
+
+def test_the_writer_sets_and_deletes_credentials_as_kafka_configs_does(zk: Any) -> None:
+    admin = EntityAdminZkClient(lambda: zk)
+    admin.set_client_quotas(QuotaEntity(user="alice"), {"producer_byte_rate": 2048})
+    admin.set_scram_credential("alice", "SCRAM-SHA-256", "alice-secret", 8192)
+    config = fetch_entity_config(zk, "users", "alice")
+    assert config["producer_byte_rate"] == "2048"  # the rest of the config is kept
+    stored = credential_from_string(config["SCRAM-SHA-256"])
+    assert stored.iterations == 8192
+    assert stored == credential_from_password(
+        "SCRAM-SHA-256", "alice-secret", 8192, salt=stored.salt
+    )
+    changes = sorted(zk.get_children("/config/changes"))
+    assert [zk.get(f"/config/changes/{c}")[0] for c in changes] == [
+        b'{"version":2,"entity_path":"users/alice"}'
+    ] * 2
+    assert admin.delete_scram_credential("alice", "SCRAM-SHA-256") is True
+    assert admin.delete_scram_credential("alice", "SCRAM-SHA-256") is False  # nothing written
+    assert fetch_entity_config(zk, "users", "alice") == {"producer_byte_rate": "2048"}
+    assert len(zk.get_children("/config/changes")) == 3
+    with pytest.raises(ValueError, match="Too few iterations"):
+        admin.set_scram_credential("alice", "SCRAM-SHA-512", "pw", 1000)
+    with pytest.raises(ValueError, match="Unknown SCRAM mechanism"):
+        admin.delete_scram_credential("alice", "PLAIN")
+
+
+def test_the_writer_sets_quotas_with_kafkas_types_and_keys(zk: Any) -> None:
+    admin = EntityAdminZkClient(lambda: zk)
+    entity = QuotaEntity(user="bob", client_id=DEFAULT)
+    written = admin.set_client_quotas(
+        entity, {"consumer_byte_rate": 1024.0, "request_percentage": 12.5}
+    )
+    assert written == {"consumer_byte_rate": "1024", "request_percentage": "12.5"}
+    assert fetch_entity_config(zk, "users", "bob/clients/<default>") == written
+    assert admin.set_client_quotas(entity, {"consumer_byte_rate": None}) == {
+        "request_percentage": "12.5"
+    }
+    assert admin.set_client_quotas(QuotaEntity(client_id="c"), {"request_percentage": 1e7}) == {
+        "request_percentage": "1.0E7"  # Java's Double.toString
+    }
+    with pytest.raises(ValueError, match="Configuration producer_byte_rate must be a LONG value"):
+        admin.set_client_quotas(entity, {"producer_byte_rate": 1.5})
+    with pytest.raises(ValueError, match="Invalid configuration key SCRAM-SHA-256"):
+        admin.set_client_quotas(entity, {"SCRAM-SHA-256": 1.0})
+    with pytest.raises(ValueError, match=r"Unknown Dynamic Configuration: Set\(SCRAM-SHA-256\)"):
+        admin.change_configs(entity, {"SCRAM-SHA-256": "salt=x"})  # credentials are a user's
+    assert admin.all_entity_configs().quota_config(entity) == {"request_percentage": 12.5}
+    assert admin.active_controller() is None
+    zk.create("/controller", b'{"version":1,"brokerid":2,"timestamp":"1"}')
+    assert admin.active_controller() == 2
