@@ -12,12 +12,12 @@ import threading
 from collections.abc import Callable
 from typing import Final
 
-__all__ = ["UNBOUNDED", "MemoryPool"]
+__all__ = ["UNBOUNDED", "SimpleMemoryPool"]
 
 UNBOUNDED: Final = -1  # queued.max.request.bytes's default: no pool (Kafka's MemoryPool.NONE)
 
 
-class MemoryPool:
+class SimpleMemoryPool:
     """Kafka's `SimpleMemoryPool` (non-strict, as the broker builds it): `try_allocate(size)`
     grants `size` bytes while any memory is left (`available` >= 1), so the pool may be
     overdrawn by at most one request (a request larger than what is left still gets through
@@ -113,4 +113,4 @@ class MemoryPool:
 
     def __repr__(self) -> str:
         size = "unbounded" if not self.bounded else f"{self.size}"
-        return f"MemoryPool(size={size}, allocated={self._allocated})"
+        return f"SimpleMemoryPool(size={size}, allocated={self._allocated})"

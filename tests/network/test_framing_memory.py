@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafkactor.network.framing import FrameDecoder
-from kafkactor.security.memory_pool import MemoryPool
+from kafkactor.security.memory_pool import SimpleMemoryPool
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -26,7 +26,7 @@ def waiting(decoder: FrameDecoder) -> bool:
 
 
 def test_a_frame_waits_for_its_memory_holding_only_what_was_read() -> None:
-    pool = MemoryPool(100, 100)
+    pool = SimpleMemoryPool(100, 100)
     decoder = FrameDecoder(MAX, pool.try_allocate)
     assert decoder.feed(sized(b"x" * 100)[:10]) == []
     assert (pool.allocated, decoder.granted) == (100, 100)  # granted at its prefix
@@ -44,7 +44,7 @@ def test_a_frame_waits_for_its_memory_holding_only_what_was_read() -> None:
 
 
 def test_empty_frames_take_no_memory() -> None:
-    pool = MemoryPool(1)
+    pool = SimpleMemoryPool(1)
     assert pool.try_allocate(1)
     decoder = FrameDecoder(MAX, pool.try_allocate)
     assert decoder.feed(sized(b"") * 3) == [b"", b"", b""]

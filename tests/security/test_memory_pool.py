@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from kafkactor.security.memory_pool import UNBOUNDED, MemoryPool
+from kafkactor.security.memory_pool import UNBOUNDED, SimpleMemoryPool
 
 pytestmark = pytest.mark.timeout(30)
 
 
 def test_grants_while_memory_is_left_and_may_overdraw_by_one_request() -> None:
-    pool = MemoryPool(1000, 800)
+    pool = SimpleMemoryPool(1000, 800)
     assert pool.try_allocate(600)
     assert pool.try_allocate(800)  # 400 left: non-strict, as Kafka's broker builds it
     assert pool.allocated == 1400 and pool.available == -400
@@ -21,7 +21,7 @@ def test_grants_while_memory_is_left_and_may_overdraw_by_one_request() -> None:
 
 
 def test_strict_grants_only_what_fits() -> None:
-    pool = MemoryPool(1000, strict=True)
+    pool = SimpleMemoryPool(1000, strict=True)
     assert pool.try_allocate(600)
     assert not pool.try_allocate(500)
     assert pool.try_allocate(400)
@@ -29,7 +29,7 @@ def test_strict_grants_only_what_fits() -> None:
 
 
 def test_listeners_are_told_when_memory_comes_back() -> None:
-    pool = MemoryPool(100)
+    pool = SimpleMemoryPool(100)
     woken: list[int] = []
     pool.add_listener(lambda: woken.append(pool.available))
     assert pool.try_allocate(60)
@@ -44,7 +44,7 @@ def test_listeners_are_told_when_memory_comes_back() -> None:
 
 
 def test_removed_listener_is_not_called() -> None:
-    pool = MemoryPool(10)
+    pool = SimpleMemoryPool(10)
     woken: list[bool] = []
 
     def listener() -> None:
@@ -58,7 +58,7 @@ def test_removed_listener_is_not_called() -> None:
 
 
 def test_unbounded_pool_only_counts() -> None:
-    pool = MemoryPool(UNBOUNDED)
+    pool = SimpleMemoryPool(UNBOUNDED)
     assert pool.try_allocate(10**12)
     assert not pool.is_out_of_memory()
     pool.release(10**12)
@@ -67,10 +67,10 @@ def test_unbounded_pool_only_counts() -> None:
 
 def test_bad_sizes_are_refused() -> None:
     with pytest.raises(ValueError, match="positive or -1"):
-        MemoryPool(0)
+        SimpleMemoryPool(0)
     with pytest.raises(ValueError, match=r"socket\.request\.max\.bytes must not exceed"):
-        MemoryPool(100, 200)
-    pool = MemoryPool(100, 50)
+        SimpleMemoryPool(100, 200)
+    pool = SimpleMemoryPool(100, 50)
     with pytest.raises(ValueError, match="positive"):
         pool.try_allocate(0)
     with pytest.raises(ValueError, match="more than one allocation"):
