@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Final
 
-__all__ = ["UNBOUNDED", "SimpleMemoryPool"]
+__all__ = ["UNBOUNDED", "MemoryPool", "SimpleMemoryPool"]
 
 UNBOUNDED: Final = -1  # queued.max.request.bytes's default: no pool (Kafka's MemoryPool.NONE)
 
@@ -114,3 +114,6 @@ class SimpleMemoryPool:
     def __repr__(self) -> str:
         size = "unbounded" if not self.bounded else f"{self.size}"
         return f"SimpleMemoryPool(size={size}, allocated={self._allocated})"
+
+
+MemoryPool = SimpleMemoryPool  # the name of Kafka's interface, which the broker holds it as
