@@ -35,6 +35,7 @@ from kafkactor.messages.replication import (
 from kafkactor.network.admin_apis import AdminApis, KafkaApisConfig, ProducerIdSource, TopicAdmin
 from kafkactor.network.alter_config_apis import AlterConfigApis, TopicConfigAdmin
 from kafkactor.network.api_versions import SUPPORTED, ApiKey
+from kafkactor.network.authorization_checks import authorized
 from kafkactor.network.cluster_apis import ClusterApis
 from kafkactor.network.codec import UnsupportedApiVersions, build, nested, response_type
 from kafkactor.network.config_apis import BrokerProperties, ConfigApis, TopicConfigRepository
@@ -67,6 +68,7 @@ from kafkactor.network.steps import (
 from kafkactor.network.topic_admin_apis import TopicAdminApis
 from kafkactor.network.txn_apis import TxnApis, write_txn_markers
 from kafkactor.network.txn_produce import has_transactional_records
+from kafkactor.security.acl import Authorizer
 
 __all__ = [
     "Admin",
@@ -109,7 +111,8 @@ class KafkaApis:
     APIs to the broker's transaction coordinator, group coordinator and replica manager
     (`TxnApis`); the consumer-group APIs to the broker's group coordinator (`GroupApis`);
     DescribeConfigs to `ConfigApis`, with the broker's `properties` and its `topic_configs`;
-    DescribeCluster to `ClusterApis`.
+    DescribeCluster to `ClusterApis`. With an `authorizer`, every API but ApiVersions and
+    SASL's first goes through Kafka's authorization check of it (`authorization_checks`).
     """
 
     def __init__(
@@ -123,8 +126,10 @@ class KafkaApis:
         properties: BrokerProperties | None = None,
         topic_configs: TopicConfigRepository | None = None,
         transaction: TransactionConfig | None = None,
+        authorizer: Authorizer | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self.authorizer = authorizer  # None: everything allowed (no authorizer.class.name)
         self.config = config if config is not None else KafkaApisConfig()
         self.replica_manager = addresses.replica_manager(broker_id)
         self.admin_apis = AdminApis(broker_id, self.config, admin=admin, producer_ids=producer_ids)
@@ -153,7 +158,16 @@ class KafkaApis:
         handler = self._handlers.get(api)
         if handler is None:  # the codec lets through only what SUPPORTED names
             return Close(f"api key {api} has no handler")
-        return handler(self, header, body)
+        if self.authorizer is None:
+            return handler(self, header, body)
+        # Kafka's per-API authorization (authorization_checks), before and around the handler
+        return authorized(
+            self.authorizer,
+            header,
+            body,
+            lambda checked: handler(self, header, checked),
+            auto_create_topics=self.config.auto_create_topics_enable,
+        )
 
     # -- ApiVersions ----------------------------------------------------------------------------
 
