@@ -158,6 +158,17 @@ MUST_SEE = frozenset(
 
 # Event types the schema names that this run does not produce, and why.
 NOT_EXERCISED = {
+    "network.tls_handshake_failed": (
+        "needs a TLS listener and a client failing its handshake "
+        "(tests/network/test_socket_server_security.py)"
+    ),
+    "security.authenticated": (
+        "needs a SASL listener (tests/network/test_socket_server_security.py)"
+    ),
+    "security.authentication_failed": (
+        "needs a SASL listener and a failed exchange "
+        "(tests/network/test_socket_server_security.py)"
+    ),
     "quota.throttled": (
         "needs a client over a byte-rate quota (tests/network/test_socket_server_limits.py)"
     ),

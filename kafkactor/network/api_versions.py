@@ -28,6 +28,7 @@ class ApiKey(enum.IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -46,6 +47,7 @@ class ApiKey(enum.IntEnum):
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
     DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     DESCRIBE_CLUSTER = 60
@@ -84,6 +86,11 @@ SUPPORTED: Final[dict[ApiKey, tuple[int, int]]] = {
     ApiKey.DESCRIBE_GROUPS: (0, 5),
     ApiKey.LIST_GROUPS: (0, 4),
     ApiKey.API_VERSIONS: (0, 3),
+    # SASL (KIP-43, KIP-152): answered by the connection's authenticator before any other
+    # request on a SASL listener; reaching KafkaApis (elsewhere, or once authenticated) they
+    # are answered ILLEGAL_SASL_STATE, as Kafka 2.8's KafkaApis does
+    ApiKey.SASL_HANDSHAKE: (0, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.CREATE_TOPICS: (2, 4),
     ApiKey.DELETE_TOPICS: (1, 3),
     # transactions (KIP-98): v3+ lets a producer bump its epoch after an abortable error

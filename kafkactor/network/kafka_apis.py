@@ -54,6 +54,7 @@ from kafkactor.network.reassignment_apis import (
     list_partition_reassignments,
 )
 from kafkactor.network.request_channel import RequestHeader
+from kafkactor.network.sasl_apis import sasl_authenticate, sasl_handshake
 from kafkactor.network.steps import (
     NO_THROTTLE,
     Admin,
@@ -353,6 +354,8 @@ class KafkaApis:
 
     _handlers: Final[dict[int, Handler]] = {
         ApiKey.API_VERSIONS: _api_versions,
+        ApiKey.SASL_HANDSHAKE: lambda apis, header, body: sasl_handshake(header, body),
+        ApiKey.SASL_AUTHENTICATE: lambda apis, header, body: sasl_authenticate(header, body),
         ApiKey.METADATA: _metadata,
         ApiKey.PRODUCE: _produce,
         ApiKey.FETCH: _fetch,

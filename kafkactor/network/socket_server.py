@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import itertools
 import socket
+import ssl
 import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -31,13 +30,20 @@ from kafkactor import tracing
 from kafkactor.actors.runtime import Directory, addresses
 from kafkactor.actors.runtime.hops import log_recv, log_send, new_envelope
 from kafkactor.messages import Envelope
-from kafkactor.network.api_versions import ApiKey
-from kafkactor.network.codec import BadRequestError, decode_request
-from kafkactor.network.framing import FrameDecoder, FrameSizeError
-from kafkactor.network.request_channel import NetworkRequest, NetworkResponse, RequestHeader
-from kafkactor.timer import Clock, SystemClock
+from kafkactor.network.connection import Connection, api_name
+from kafkactor.network.request_channel import NetworkRequest, NetworkResponse
+from kafkactor.security.listener import ListenerConfig, plaintext
+from kafkactor.security.sasl_authenticator import (
+    AuthenticationFailure,
+    SaslServerAuthenticator,
+    sasl_servers,
+)
+from kafkactor.security.scram_credential import ScramCredentialLookup
+from kafkactor.security.security_config import SaslServerConfig
+from kafkactor.security.ssl_factory import server_context
+from kafkactor.timer import Clock, SystemClock, TimerTask
 
-__all__ = ["SocketServer", "SocketServerConfig"]
+__all__ = ["SocketServer", "SocketServerConfig", "api_name"]
 
 _log = tracing.get_logger("kafkactor.network")
 
@@ -54,6 +60,9 @@ class SocketServerConfig:
     queued_max_requests: int = 500
     max_in_flight_per_connection: int = 16
     connections_max_idle_ms: int = 600_000
+    # how long a TLS listener waits for a client's handshake (kafkactor's own: Kafka's SSL
+    # channel has no bound of its own but connections.max.idle.ms)
+    tls_handshake_timeout_ms: int = 10_000
 
     def __post_init__(self) -> None:
         for name in (
@@ -61,6 +70,7 @@ class SocketServerConfig:
             "queued_max_requests",
             "max_in_flight_per_connection",
             "connections_max_idle_ms",
+            "tls_handshake_timeout_ms",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
@@ -68,221 +78,28 @@ class SocketServerConfig:
             raise ValueError(f"port must be 0..65535, got {self.port}")
 
 
-def api_name(api_key: int) -> str:
-    try:
-        return ApiKey(api_key).name
-    except ValueError:
-        return f"UNKNOWN_{api_key}"
-
-
-class _Slot:
-    """One request's place in its connection's response order."""
-
-    __slots__ = (
-        "api_key",
-        "api_version",
-        "close",
-        "correlation_id",
-        "done",
-        "frame",
-        "reason",
-        "received_ns",
-        "trace_id",
-    )
-
-    def __init__(self, header: RequestHeader, received_ns: int, trace_id: str) -> None:
-        self.api_key = header.api_key
-        self.api_version = header.api_version
-        self.correlation_id = header.correlation_id
-        self.received_ns = received_ns
-        self.trace_id = trace_id
-        self.done = False
-        self.frame: bytes | None = None
-        self.close = False
-        self.reason = ""
-
-
-class _Connection(asyncio.Protocol):
-    """One client connection: frames in, responses out in request order."""
-
-    def __init__(self, server: SocketServer, connection_id: str) -> None:
-        self.server = server
-        self.connection_id = connection_id
-        self.decoder = FrameDecoder(server.config.socket_request_max_bytes)
-        self.transport: asyncio.Transport | None = None
-        self.slots: OrderedDict[int, _Slot] = OrderedDict()
-        self.sequence = itertools.count()
-        self.last_active = time.monotonic()
-        self.paused = False
-        self.closing = False
-        self.peer = ""
-        self.peer_host = ""
-
-    # -- asyncio.Protocol ---------------------------------------------------------------------
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        peer = transport.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        self.peer_host = str(peer[0]) if isinstance(peer, tuple) else str(peer)
-        self.connection_id = f"{self.connection_id}-{self.peer}"
-        self.server._connections[self.connection_id] = self
-        if self.server._all_paused:
-            self._pause()
-
-    def data_received(self, data: bytes) -> None:
-        if self.closing:
-            return
-        self.last_active = time.monotonic()
-        try:
-            frames = self.decoder.feed(data)
-        except FrameSizeError as error:
-            self.bad_request(str(error), size=error.size)
-            return
-        for frame in frames:
-            if not self._handle(frame):
-                return
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closing = True
-        self.server._connection_closed(self, len(self.slots))
-        self.slots.clear()
-
-    # -- requests -----------------------------------------------------------------------------
-
-    def _handle(self, frame: bytes) -> bool:
-        """Hand one frame on; False when the connection was closed over it."""
-        received_ns = time.monotonic_ns()
-        try:
-            header, body = decode_request(frame)
-        except BadRequestError as error:
-            self.bad_request(
-                error.reason,
-                size=len(frame),
-                api_key=error.api_key,
-                api_version=error.api_version,
-            )
-            return False
-        sequence = next(self.sequence)
-        # a request from another broker may continue its trace (kafkactor's tagged header field)
-        trace_id = header.trace_id or tracing.new_id()
-        slot = _Slot(header, received_ns, trace_id)
-        self.slots[sequence] = slot
-        request = NetworkRequest(
-            connection_id=self.connection_id,
-            sequence=sequence,
-            header=dataclasses.replace(header, client_host=self.peer_host),
-            body=body,
-            size=len(frame),
-            received_ns=received_ns,
-        )
-        if not self.server._hand_on(request, trace_id):
-            # never queued: its slot must not be counted off queued.max.requests on close
-            del self.slots[sequence]
-            self.close("the broker is not serving requests")
-            return False
-        if len(self.slots) >= self.server.config.max_in_flight_per_connection:
-            self._pause()
-        return True
-
-    def bad_request(
-        self, reason: str, *, size: int, api_key: int = -1, api_version: int = -1
-    ) -> None:
-        _log.info(
-            "network.bad_request",
-            broker=self.server.broker_id,
-            connection=self.connection_id,
-            api_key=api_key,
-            api_version=api_version,
-            bytes=size,
-            reason=reason,
-            ts_ms=self.server.clock.now_ms(),
-        )
-        self.close(reason)
-
-    # -- responses ----------------------------------------------------------------------------
-
-    def answered(self, response: NetworkResponse) -> None:
-        slot = self.slots.get(response.sequence)
-        if slot is None or slot.done:
-            return
-        slot.done, slot.frame = True, response.frame
-        slot.close, slot.reason = response.close, response.reason
-        self._write_ready()
-
-    def _write_ready(self) -> None:
-        server = self.server
-        while self.slots and not self.closing:
-            sequence, slot = next(iter(self.slots.items()))
-            if not slot.done:
-                break
-            del self.slots[sequence]
-            server._request_done()
-            if slot.frame is not None and self.transport is not None:
-                self.transport.write(slot.frame)
-                self.last_active = time.monotonic()
-            if tracing.is_enabled():
-                _log.info(
-                    "network.response",
-                    broker=server.broker_id,
-                    connection=self.connection_id,
-                    api_key=slot.api_key,
-                    api=api_name(slot.api_key),
-                    api_version=slot.api_version,
-                    correlation_id=slot.correlation_id,
-                    bytes=len(slot.frame) if slot.frame is not None else 0,
-                    latency_ms=(time.monotonic_ns() - slot.received_ns) / 1e6,
-                    trace_id=slot.trace_id,
-                    ts_ms=server.clock.now_ms(),
-                )
-            if slot.close:
-                self.close(slot.reason)
-                return
-        if len(self.slots) < server.config.max_in_flight_per_connection:
-            self._resume()
-
-    # -- flow control and closing -------------------------------------------------------------
-
-    def _pause(self) -> None:
-        if not self.paused and self.transport is not None and not self.closing:
-            self.paused = True
-            self.transport.pause_reading()
-
-    def _resume(self) -> None:
-        if (
-            self.paused
-            and self.transport is not None
-            and not self.closing
-            and not self.server._all_paused
-            and len(self.slots) < self.server.config.max_in_flight_per_connection
-        ):
-            self.paused = False
-            self.transport.resume_reading()
-
-    def close(self, reason: str) -> None:
-        if self.closing:
-            return
-        self.closing = True
-        _log.info(
-            "network.connection_closed",
-            broker=self.server.broker_id,
-            connection=self.connection_id,
-            reason=reason,
-            unanswered=len(self.slots),
-            ts_ms=self.server.clock.now_ms(),
-        )
-        if self.transport is not None:
-            self.transport.close()
-
-
 class SocketServer:
-    """A broker's listener (Kafka's `SocketServer` with its acceptor and processors).
+    """A broker's listeners (Kafka's `SocketServer` with its acceptors and processors).
 
-    `start()` binds at once (so `port` is known when it returns; port 0 picks a free one)
-    and serves on a thread of its own; `stop()` closes the listener and every connection.
-    It is reachable at `addresses.socket_server(broker_id)`: KafkaApis tells it each
-    `NetworkResponse`, from any thread.
+    One bound socket per `ListenerConfig` of `listeners` (Kafka's `listeners`): PLAINTEXT, SSL
+    (a TLS handshake first, with the listener's `SslConfig`), SASL_PLAINTEXT and SASL_SSL (a
+    SASL exchange before any other request: `SaslServerAuthenticator`, the mechanisms the
+    listener enables). Without `listeners`, one PLAINTEXT listener on `config.host` /
+    `config.port`, as before listeners were configurable.
+
+    - `sasl`: the SASL server settings shared by the SASL listeners (PLAIN's users,
+      `connection.failed.authentication.delay.ms`); Kafka's defaults without it.
+    - `scram`: the SCRAM credentials (`/config/users`), asked at each SCRAM exchange; without
+      it every SCRAM user is unknown.
+    - `timer`: the broker's timer (`kafkactor.timer.Timer`, or anything with
+      `add(TimerTask)`), on which a connection whose authentication failed is closed
+      `connection_failed_authentication_delay_ms` later; without one it is closed at once.
+
+    `start()` binds every listener at once (so `ports` — the bound port of each listener by
+    name, port 0 picking a free one — is known when it returns; `host` / `port` are the first
+    listener's) and serves on a thread of its own; `stop()` closes the listeners and every
+    connection. It is reachable at `addresses.socket_server(broker_id)`: KafkaApis tells it
+    each `NetworkResponse`, from any thread.
     """
 
     def __init__(
@@ -292,31 +109,60 @@ class SocketServer:
         config: SocketServerConfig | None = None,
         *,
         clock: Clock | None = None,
+        listeners: tuple[ListenerConfig, ...] | None = None,
+        sasl: SaslServerConfig | None = None,
+        scram: ScramCredentialLookup | None = None,
+        timer: Any = None,
     ) -> None:
         self.broker_id = broker_id
         self.directory = directory
         self.config = config if config is not None else SocketServerConfig()
         self.clock: Clock = clock if clock is not None else SystemClock()
+        self.listeners: tuple[ListenerConfig, ...] = (
+            listeners if listeners else (plaintext(self.config.host, self.config.port),)
+        )
+        names = [listener.name for listener in self.listeners]
+        if len(set(names)) != len(names):
+            raise ValueError(f"listener names must be unique, got {names}")
+        self.sasl = sasl if sasl is not None else SaslServerConfig()
+        self.timer = timer
+        self._sasl_servers = sasl_servers(self.sasl.plain_users, scram)
+        # a key store that cannot be read fails here, not at the first connection
+        self._tls: dict[str, ssl.SSLContext] = {
+            listener.name: server_context(listener.ssl)
+            for listener in self.listeners
+            if listener.security_protocol.uses_tls and listener.ssl is not None
+        }
         self.address = addresses.socket_server(broker_id)
         self.apis_address = addresses.kafka_apis(broker_id)
-        self._connections: dict[str, _Connection] = {}
+        self._connections: dict[str, Connection] = {}
         self._queued = 0  # handed on to KafkaApis, not yet answered (queued.max.requests)
         self._all_paused = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._socket: socket.socket | None = None
-        self._server: asyncio.Server | None = None
+        self._sockets: dict[str, socket.socket] = {}
+        self._servers: list[asyncio.Server] = []
+        self._started = False
         self._ids = itertools.count()
-        self.host = self.config.host
-        self.port = self.config.port
+        self.ports: dict[str, int] = {listener.name: listener.port for listener in self.listeners}
+        self.host = self.listeners[0].host
+        self.port = self.listeners[0].port
 
     # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> SocketServer:
-        sock = socket.create_server((self.config.host, self.config.port), backlog=128)
-        sock.setblocking(False)
-        self._socket = sock
-        self.host, self.port = sock.getsockname()[:2]
+        try:
+            for listener in self.listeners:
+                sock = socket.create_server((listener.host, listener.port), backlog=128)
+                sock.setblocking(False)
+                self._sockets[listener.name] = sock
+                self.ports[listener.name] = sock.getsockname()[1]
+        except OSError:
+            for sock in self._sockets.values():
+                sock.close()
+            raise
+        first = self.listeners[0]
+        self.host, self.port = first.host, self.ports[first.name]
         loop = asyncio.new_event_loop()
         self._loop = loop
         ready = threading.Event()
@@ -326,24 +172,32 @@ class SocketServer:
         self._thread.daemon = True
         self._thread.start()
         ready.wait(_STOP_TIMEOUT_S)
-        if self._server is None:
-            raise RuntimeError(f"broker {self.broker_id}'s listener did not start")
+        if not self._started:
+            raise RuntimeError(f"broker {self.broker_id}'s listeners did not start")
         self.directory.register(self.address, self)
-        _log.info(
-            "network.listening",
-            broker=self.broker_id,
-            host=self.host,
-            port=self.port,
-            ts_ms=self.clock.now_ms(),
-        )
+        for listener in self.listeners:
+            _log.info(
+                "network.listening",
+                broker=self.broker_id,
+                listener=listener.name,
+                security_protocol=listener.security_protocol.name,
+                host=listener.host,
+                port=self.ports[listener.name],
+                ts_ms=self.clock.now_ms(),
+            )
         return self
 
     def _run(self, loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
         asyncio.set_event_loop(loop)
 
         async def serve() -> None:
-            assert self._socket is not None
-            self._server = await loop.create_server(self._new_connection, sock=self._socket)
+            for listener in self.listeners:
+                server = await loop.create_server(
+                    lambda listener=listener: self._new_connection(listener),  # type: ignore[misc]
+                    sock=self._sockets[listener.name],
+                )
+                self._servers.append(server)
+            self._started = True
             ready.set()
             await self._close_idle_connections()
 
@@ -357,8 +211,17 @@ class SocketServer:
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
 
-    def _new_connection(self) -> _Connection:
-        return _Connection(self, f"{self.host}:{self.port}-{next(self._ids)}")
+    def _new_connection(self, listener: ListenerConfig) -> Connection:
+        authenticator = None
+        if listener.security_protocol.uses_sasl:
+            authenticator = SaslServerAuthenticator(listener.sasl_mechanisms, self._sasl_servers)
+        return Connection(
+            self,
+            f"{listener.host}:{self.ports[listener.name]}-{next(self._ids)}",
+            listener,
+            self._tls.get(listener.name),
+            authenticator,
+        )
 
     async def _close_idle_connections(self) -> None:
         idle_s = self.config.connections_max_idle_ms / 1000
@@ -378,8 +241,8 @@ class SocketServer:
         self._loop = None
 
         def shut() -> None:
-            if self._server is not None:
-                self._server.close()
+            for server in self._servers:
+                server.close()
             for connection in list(self._connections.values()):
                 connection.close("the broker is stopping")
             for task in asyncio.all_tasks(loop):
@@ -388,8 +251,8 @@ class SocketServer:
         if not loop.is_closed():
             loop.call_soon_threadsafe(shut)
         thread.join(_STOP_TIMEOUT_S)
-        if self._socket is not None:
-            self._socket.close()
+        for sock in self._sockets.values():
+            sock.close()
 
     @property
     def connection_count(self) -> int:
@@ -439,10 +302,34 @@ class SocketServer:
             for connection in list(self._connections.values()):
                 connection._resume()
 
-    def _connection_closed(self, connection: _Connection, unanswered: int) -> None:
-        self._connections.pop(connection.connection_id, None)
+    def _connection_closed(self, connection: Connection, unanswered: int) -> None:
+        if self._connections.pop(connection.connection_id, None) is None:
+            return
         for _ in range(unanswered):
             self._request_done()
+
+    def _authentication_failed(
+        self, connection: Connection, failure: AuthenticationFailure
+    ) -> None:
+        """A connection's SASL exchange failed: the event, then its close — at once, or
+        `connection.failed.authentication.delay.ms` later by a task on the broker's timer."""
+        authenticator = connection.authenticator
+        _log.info(
+            "security.authentication_failed",
+            broker=self.broker_id,
+            listener=connection.listener.name,
+            client_address=connection.peer,
+            mechanism=authenticator.mechanism if authenticator is not None else None,
+            error=failure.error.name,
+            reason=failure.reason,
+            ts_ms=self.clock.now_ms(),
+        )
+        delay_ms = self.sasl.connection_failed_authentication_delay_ms
+        loop = self._loop
+        if not failure.delayed or delay_ms <= 0 or self.timer is None or loop is None:
+            connection.close_after_failure(failure)
+            return
+        self.timer.add(_DelayedClose(delay_ms, loop, connection, failure))
 
     # -- from KafkaApis (any thread) ----------------------------------------------------------
 
@@ -463,3 +350,25 @@ class SocketServer:
         connection = self._connections.get(response.connection_id)
         if connection is not None:
             connection.answered(response)
+
+
+class _DelayedClose(TimerTask):
+    """Kafka's `DelayedAuthenticationFailureClose`: a task of the broker's timer that closes a
+    connection whose authentication failed, on the connection's loop."""
+
+    def __init__(
+        self,
+        delay_ms: int,
+        loop: asyncio.AbstractEventLoop,
+        connection: Connection,
+        failure: AuthenticationFailure,
+    ) -> None:
+        super().__init__(delay_ms)
+        self.loop = loop
+        self.connection = connection
+        self.failure = failure
+
+    def run(self) -> None:
+        # RuntimeError: the loop closed meanwhile (the broker stopped), and the connection too
+        with contextlib.suppress(RuntimeError):
+            self.loop.call_soon_threadsafe(self.connection.close_after_failure, self.failure)

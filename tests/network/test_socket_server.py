@@ -228,7 +228,7 @@ def _truncated_produce() -> bytes:
 BAD_FRAMES = {
     "garbage": sized(bytes(range(256)) * 2),
     "zero-length": sized(b""),
-    "unknown-api-key": sized(raw_header(17, 1, 1, b"client") + b"\x00" * 20),  # SaslHandshake
+    "unknown-api-key": sized(raw_header(1000, 1, 1, b"client") + b"\x00" * 20),
     "produce-v2": sized(raw_header(ApiKey.PRODUCE, 2, 1, b"client") + b"\x00" * 20),
     "fetch-v3": sized(raw_header(ApiKey.FETCH, 3, 1, b"client") + b"\x00" * 20),
     "malformed-header": sized(struct.pack(">hhih", ApiKey.METADATA, 1, 1, 300) + b"abc"),

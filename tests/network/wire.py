@@ -166,6 +166,14 @@ def api_versions_request(version: int) -> Any:
     return make(schema, client_software_name="kafkactor-tests", client_software_version="1.0")
 
 
+def sasl_handshake_request(version: int, mechanism: str = "PLAIN") -> Any:
+    return make(request_schema(ApiKey.SASL_HANDSHAKE, version), mechanism=mechanism)
+
+
+def sasl_authenticate_request(version: int, token: bytes = b"\0alice\0alice-secret") -> Any:
+    return make(request_schema(ApiKey.SASL_AUTHENTICATE, version), auth_bytes=token)
+
+
 def metadata_request(
     version: int, topics: Sequence[str] | None, *, allow_auto_topic_creation: bool = True
 ) -> Any:
@@ -793,6 +801,8 @@ _SAMPLES: Final[dict[ApiKey, Callable[[int], Any]]] = {
     ApiKey.DESCRIBE_CLUSTER: describe_cluster_request,
     ApiKey.DELETE_RECORDS: delete_records_request,
     ApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs_request,
+    ApiKey.SASL_HANDSHAKE: sasl_handshake_request,
+    ApiKey.SASL_AUTHENTICATE: sasl_authenticate_request,
     ApiKey.ELECT_LEADERS: lambda version: elect_leaders_request(version, {TOPIC: [0, 1]}),
     ApiKey.CREATE_PARTITIONS: _create_partitions_request,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: alter_partition_reassignments_request,

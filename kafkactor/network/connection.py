@@ -1,0 +1,350 @@
+"""One client connection of a `SocketServer` (Kafka's `KafkaChannel` with its processor's
+bookkeeping): frames in, requests handed on, responses out in request order.
+
+On a TLS listener the connection first completes a TLS handshake (asyncio's `start_tls`,
+bounded by `tls_handshake_timeout_ms`); one that fails or stalls closes this connection alone
+with a `network.tls_handshake_failed` event. On a SASL listener every frame goes to the
+connection's `SaslServerAuthenticator` (pure: it decodes, decides and encodes; the connection
+only writes what it answers) until it has authenticated a principal; a failed authentication
+stops the reading and the connection is closed `connection.failed.authentication.delay.ms`
+later, by a task on the broker's timer. Every request handed on carries the connection's
+principal and listener name in its header.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import ssl
+import time
+from collections import OrderedDict
+from typing import TYPE_CHECKING
+
+from kafkactor import tracing
+from kafkactor.network.codec import BadRequestError, decode_request
+from kafkactor.network.framing import FrameDecoder, FrameSizeError
+from kafkactor.network.request_channel import NetworkRequest, NetworkResponse, RequestHeader
+from kafkactor.security.listener import ListenerConfig
+from kafkactor.security.principal import ANONYMOUS, KafkaPrincipal
+from kafkactor.security.sasl_authenticator import AuthenticationFailure, SaslServerAuthenticator
+from kafkactor.security.ssl_factory import principal_of
+
+if TYPE_CHECKING:
+    from kafkactor.network.socket_server import SocketServer
+
+__all__ = ["Connection"]
+
+_log = tracing.get_logger("kafkactor.network")
+
+
+class _Slot:
+    """One request's place in its connection's response order."""
+
+    __slots__ = (
+        "api_key",
+        "api_version",
+        "close",
+        "correlation_id",
+        "done",
+        "frame",
+        "reason",
+        "received_ns",
+        "trace_id",
+    )
+
+    def __init__(self, header: RequestHeader, received_ns: int, trace_id: str) -> None:
+        self.api_key = header.api_key
+        self.api_version = header.api_version
+        self.correlation_id = header.correlation_id
+        self.received_ns = received_ns
+        self.trace_id = trace_id
+        self.done = False
+        self.frame: bytes | None = None
+        self.close = False
+        self.reason = ""
+
+
+class Connection(asyncio.Protocol):
+    """One client connection on one listener: frames in, responses out in request order."""
+
+    def __init__(
+        self,
+        server: SocketServer,
+        connection_id: str,
+        listener: ListenerConfig,
+        tls: ssl.SSLContext | None = None,
+        authenticator: SaslServerAuthenticator | None = None,
+    ) -> None:
+        self.server = server
+        self.connection_id = connection_id
+        self.listener = listener
+        self.tls = tls
+        self.authenticator = authenticator
+        self.principal: KafkaPrincipal = ANONYMOUS
+        self.decoder = FrameDecoder(server.config.socket_request_max_bytes)
+        self.transport: asyncio.Transport | None = None
+        self._raw: asyncio.Transport | None = None  # the TCP transport, under TLS
+        self._handshake: asyncio.Task[None] | None = None
+        self.slots: OrderedDict[int, _Slot] = OrderedDict()
+        self.sequence = itertools.count()
+        self.last_active = time.monotonic()
+        self.paused = False
+        self.closing = False
+        self.failed = False  # authentication failed: nothing more is read
+        self.lost = False
+        self.peer = ""
+        self.peer_host = ""
+
+    # -- asyncio.Protocol ---------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        if self._raw is not None:  # the TLS transport of start_tls: nothing more to set up
+            return
+        self._raw = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.peer_host = str(peer[0]) if isinstance(peer, tuple) else str(peer)
+        self.connection_id = f"{self.connection_id}-{self.peer}"
+        self.server._connections[self.connection_id] = self
+        if self.tls is None:
+            self.transport = transport
+            if self.server._all_paused:
+                self._pause()
+            return
+        transport.pause_reading()  # start_tls takes the bytes from here on
+        self._handshake = asyncio.get_running_loop().create_task(self._start_tls(transport))
+
+    async def _start_tls(self, raw: asyncio.Transport) -> None:
+        assert self.tls is not None
+        loop = asyncio.get_running_loop()
+        try:
+            transport = await loop.start_tls(
+                raw,
+                self,
+                self.tls,
+                server_side=True,
+                ssl_handshake_timeout=self.server.config.tls_handshake_timeout_ms / 1000,
+            )
+        except Exception as error:  # a bad or stalled handshake ends this connection only
+            _log.info(
+                "network.tls_handshake_failed",
+                broker=self.server.broker_id,
+                listener=self.listener.name,
+                client_address=self.peer,
+                reason=f"{type(error).__name__}: {error}" if str(error) else type(error).__name__,
+                ts_ms=self.server.clock.now_ms(),
+            )
+            raw.close()
+            self.connection_lost(None)
+            return
+        if self.closing or transport is None:
+            if transport is not None:
+                transport.close()
+            return
+        self.transport = transport
+        self.principal = principal_of(transport.get_extra_info("peercert"))
+        if self.server._all_paused:
+            self._pause()
+
+    def data_received(self, data: bytes) -> None:
+        if self.closing or self.failed:
+            return
+        self.last_active = time.monotonic()
+        try:
+            frames = self.decoder.feed(data)
+        except FrameSizeError as error:
+            self.bad_request(str(error), size=error.size)
+            return
+        for frame in frames:
+            if not self._handle(frame):
+                return
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.lost:
+            return
+        self.lost = True
+        self.closing = True
+        self.server._connection_closed(self, len(self.slots))
+        self.slots.clear()
+
+    # -- SASL ---------------------------------------------------------------------------------
+
+    def _authenticate(self, frame: bytes) -> bool:
+        """One frame of the SASL exchange; False when the connection stops reading over it."""
+        assert self.authenticator is not None
+        outcome = self.authenticator.receive(frame)
+        if outcome.response is not None and self.transport is not None:
+            self.transport.write(outcome.response)
+        if outcome.failure is not None:
+            self.failed = True
+            if self.transport is not None:
+                self.transport.pause_reading()
+            self.server._authentication_failed(self, outcome.failure)
+            return False
+        if outcome.principal is not None:
+            self.principal = outcome.principal
+            if tracing.is_enabled():
+                _log.info(
+                    "security.authenticated",
+                    broker=self.server.broker_id,
+                    listener=self.listener.name,
+                    client_address=self.peer,
+                    mechanism=self.authenticator.mechanism,
+                    principal=str(outcome.principal),
+                    ts_ms=self.server.clock.now_ms(),
+                )
+        return True
+
+    def close_after_failure(self, failure: AuthenticationFailure) -> None:
+        """The end of a failed authentication (on the loop): its response, then the close."""
+        if self.closing:
+            return
+        if failure.response is not None and self.transport is not None:
+            self.transport.write(failure.response)
+        self.close(f"authentication failed: {failure.reason}")
+
+    # -- requests -----------------------------------------------------------------------------
+
+    def _handle(self, frame: bytes) -> bool:
+        """Hand one frame on; False when the connection was closed over it."""
+        if self.authenticator is not None and not self.authenticator.complete:
+            return self._authenticate(frame)
+        received_ns = time.monotonic_ns()
+        try:
+            header, body = decode_request(frame)
+        except BadRequestError as error:
+            self.bad_request(
+                error.reason,
+                size=len(frame),
+                api_key=error.api_key,
+                api_version=error.api_version,
+            )
+            return False
+        sequence = next(self.sequence)
+        # a request from another broker may continue its trace (kafkactor's tagged header field)
+        trace_id = header.trace_id or tracing.new_id()
+        slot = _Slot(header, received_ns, trace_id)
+        self.slots[sequence] = slot
+        request = NetworkRequest(
+            connection_id=self.connection_id,
+            sequence=sequence,
+            header=dataclasses.replace(
+                header,
+                client_host=self.peer_host,
+                principal=self.principal,
+                listener=self.listener.name,
+            ),
+            body=body,
+            size=len(frame),
+            received_ns=received_ns,
+        )
+        if not self.server._hand_on(request, trace_id):
+            # never queued: its slot must not be counted off queued.max.requests on close
+            del self.slots[sequence]
+            self.close("the broker is not serving requests")
+            return False
+        if len(self.slots) >= self.server.config.max_in_flight_per_connection:
+            self._pause()
+        return True
+
+    def bad_request(
+        self, reason: str, *, size: int, api_key: int = -1, api_version: int = -1
+    ) -> None:
+        _log.info(
+            "network.bad_request",
+            broker=self.server.broker_id,
+            connection=self.connection_id,
+            api_key=api_key,
+            api_version=api_version,
+            bytes=size,
+            reason=reason,
+            ts_ms=self.server.clock.now_ms(),
+        )
+        self.close(reason)
+
+    # -- responses ----------------------------------------------------------------------------
+
+    def answered(self, response: NetworkResponse) -> None:
+        slot = self.slots.get(response.sequence)
+        if slot is None or slot.done:
+            return
+        slot.done, slot.frame = True, response.frame
+        slot.close, slot.reason = response.close, response.reason
+        self._write_ready()
+
+    def _write_ready(self) -> None:
+        server = self.server
+        while self.slots and not self.closing:
+            sequence, slot = next(iter(self.slots.items()))
+            if not slot.done:
+                break
+            del self.slots[sequence]
+            server._request_done()
+            if slot.frame is not None and self.transport is not None:
+                self.transport.write(slot.frame)
+                self.last_active = time.monotonic()
+            if tracing.is_enabled():
+                _log.info(
+                    "network.response",
+                    broker=server.broker_id,
+                    connection=self.connection_id,
+                    api_key=slot.api_key,
+                    api=api_name(slot.api_key),
+                    api_version=slot.api_version,
+                    correlation_id=slot.correlation_id,
+                    bytes=len(slot.frame) if slot.frame is not None else 0,
+                    latency_ms=(time.monotonic_ns() - slot.received_ns) / 1e6,
+                    trace_id=slot.trace_id,
+                    ts_ms=server.clock.now_ms(),
+                )
+            if slot.close:
+                self.close(slot.reason)
+                return
+        if len(self.slots) < server.config.max_in_flight_per_connection:
+            self._resume()
+
+    # -- flow control and closing -------------------------------------------------------------
+
+    def _pause(self) -> None:
+        if not self.paused and self.transport is not None and not self.closing:
+            self.paused = True
+            self.transport.pause_reading()
+
+    def _resume(self) -> None:
+        if (
+            self.paused
+            and self.transport is not None
+            and not self.closing
+            and not self.failed
+            and not self.server._all_paused
+            and len(self.slots) < self.server.config.max_in_flight_per_connection
+        ):
+            self.paused = False
+            self.transport.resume_reading()
+
+    def close(self, reason: str) -> None:
+        if self.closing:
+            return
+        self.closing = True
+        _log.info(
+            "network.connection_closed",
+            broker=self.server.broker_id,
+            connection=self.connection_id,
+            reason=reason,
+            unanswered=len(self.slots),
+            ts_ms=self.server.clock.now_ms(),
+        )
+        transport = self.transport if self.transport is not None else self._raw
+        if transport is not None:
+            transport.close()
+
+
+def api_name(api_key: int) -> str:
+    from kafkactor.network.api_versions import ApiKey
+
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return f"UNKNOWN_{api_key}"
