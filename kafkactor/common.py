@@ -105,15 +105,73 @@ class PartitionLeaderState:
         return self.leader != NO_LEADER
 
 
+# the listener a connection came in on when no listener is named (Kafka's default listener)
+DEFAULT_LISTENER = "PLAINTEXT"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ListenerEndpoint:
+    """One of a broker's listeners as registered and as UpdateMetadata carries it (Kafka's
+    `EndPoint`): the listener's name, its advertised host and port, and its security protocol
+    by Kafka's id (0 PLAINTEXT, 1 SSL, 2 SASL_PLAINTEXT, 3 SASL_SSL)."""
+
+    listener: str = DEFAULT_LISTENER
+    host: str = ""
+    port: int = -1
+    security_protocol: int = 0
+
+    def url(self) -> str:
+        """Kafka's connection string, `SASL_SSL://host:9093` (IPv6 hosts in brackets)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.listener}://{host}:{self.port}"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerEndpoint:
-    """Where a broker's clients connect: Kafka's `Broker` with its one PLAINTEXT endpoint, as
-    the broker registers it in `/brokers/ids/<id>` and the controller spreads it in
-    UpdateMetadata. A broker without a listener is registered with port -1."""
+    """Where a broker is reached: Kafka's `Broker` with its endpoints, as the broker registers
+    them in `/brokers/ids/<id>` and the controller spreads them in UpdateMetadata.
+
+    `host` / `port` are the broker's inter-broker endpoint (the one listener of a broker
+    without security); `listeners` every listener's endpoint. Empty `listeners` (a broker
+    described before listeners had names) stands for one PLAINTEXT listener at host:port. A
+    broker without a listener has port -1."""
 
     broker_id: int = 0
     host: str = ""
     port: int = -1
+    listeners: tuple[ListenerEndpoint, ...] = ()
+
+    def on(self, listener: str) -> BrokerEndpoint | None:
+        """This broker as clients of `listener` see it (Kafka's `Broker.node(listenerName)`):
+        the host and port of its listener of that name, None when it has none (Kafka leaves
+        such a broker out of Metadata answered on that listener)."""
+        if not self.listeners:
+            return self if listener == DEFAULT_LISTENER and self.port >= 0 else None
+        for endpoint in self.listeners:
+            if endpoint.listener == listener and endpoint.port >= 0:
+                return BrokerEndpoint(
+                    broker_id=self.broker_id,
+                    host=endpoint.host,
+                    port=endpoint.port,
+                    listeners=self.listeners,
+                )
+        return None
+
+    @property
+    def reachable(self) -> bool:
+        """Whether the broker has any listener at all."""
+        return self.port >= 0 or any(e.port >= 0 for e in self.listeners)
+
+
+def endpoints_on(
+    endpoints: tuple[BrokerEndpoint, ...], listener: str | None
+) -> tuple[BrokerEndpoint, ...]:
+    """The brokers clients of `listener` can reach, at that listener's endpoints (None: every
+    broker with a listener, at its inter-broker endpoint)."""
+    if listener is None:
+        return tuple(e for e in endpoints if e.port >= 0)
+    on = (e.on(listener) for e in endpoints)
+    return tuple(e for e in on if e is not None)
 
 
 class TopicExistsError(ValueError):
@@ -150,5 +208,6 @@ VALUE_TYPES: tuple[type[object], ...] = (
     LogOffsetMetadata,
     PartitionLeaderState,
     BrokerEndpoint,
+    ListenerEndpoint,
 )
 """The shared value types that may travel inside messages (registered with the codec)."""

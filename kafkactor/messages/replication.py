@@ -158,6 +158,10 @@ class MetadataRequest(Request):
     """Which brokers are alive and who leads each partition of `topics` (all when empty)."""
 
     topics: tuple[str, ...] = ()
+    # the listener the client's request came in on: the brokers are answered at that
+    # listener's endpoints, those without it left out (Kafka's Metadata); "": every broker
+    # with a listener, at its inter-broker endpoint
+    listener: str = ""
 
 
 @message

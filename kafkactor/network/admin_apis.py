@@ -118,7 +118,8 @@ class AdminApis:
 
     # -- Metadata -------------------------------------------------------------------------------
 
-    def metadata(self, version: int, body: Any) -> Step:
+    def metadata(self, version: int, body: Any, listener: str = "") -> Step:
+        """Metadata, its brokers at the endpoints of `listener` (the request's)."""
         if body.topics is None or (version == 0 and not body.topics):
             wanted: tuple[str, ...] = ()  # every topic
         else:
@@ -129,14 +130,14 @@ class AdminApis:
             if topic_ids:  # v12+: the topics named by id (their names ignored, as Kafka does)
                 return Ask(
                     self.replica_manager,
-                    MetadataRequest(topics=()),
+                    MetadataRequest(topics=(), listener=listener),
                     lambda r: self._metadata_by_ids(version, r, topic_ids),
                 )
             wanted = tuple(dict.fromkeys(t.name for t in body.topics))
             if not wanted:  # v1+: an empty list asks for brokers only
                 return Ask(
                     self.replica_manager,
-                    MetadataRequest(topics=("",)),
+                    MetadataRequest(topics=("",), listener=listener),
                     lambda r: self._metadata_answer(
                         version,
                         r if isinstance(r, MetadataResponse) else MetadataResponse(),
@@ -161,7 +162,9 @@ class AdminApis:
                 return self._metadata_answer(version, response, response.topics, created=())
             return self._auto_create(version, response, missing)
 
-        return Ask(self.replica_manager, MetadataRequest(topics=wanted), answered)
+        return Ask(
+            self.replica_manager, MetadataRequest(topics=wanted, listener=listener), answered
+        )
 
     def _auto_create(self, version: int, response: MetadataResponse, missing: list[str]) -> Step:
         admin = self.admin

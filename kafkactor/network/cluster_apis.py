@@ -55,7 +55,7 @@ class ClusterApis:
         self.cluster_id = cluster_id
         self.replica_manager = addresses.replica_manager(broker_id)
 
-    def describe_cluster(self, version: int, body: Any) -> Step:
+    def describe_cluster(self, version: int, body: Any, listener: str = "") -> Step:
         requested = int(getattr(body, "endpoint_type", EndpointType.BROKER))
         if requested not in (EndpointType.BROKER, EndpointType.CONTROLLER):
             return self._refused(
@@ -72,7 +72,8 @@ class ClusterApis:
             )
         return Ask(
             self.replica_manager,
-            MetadataRequest(topics=("",)),  # brokers only, as Metadata's empty topic list
+            # brokers only, as Metadata's empty topic list, at the request listener's endpoints
+            MetadataRequest(topics=("",), listener=listener),
             lambda response: self._answer(version, response),
         )
 

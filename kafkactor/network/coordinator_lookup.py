@@ -46,7 +46,10 @@ class CoordinatorLookup:
         self.admin = admin
         self._creating: set[str] = set()
 
-    def find(self, schema: type[Any], topic: InternalTopic, key: str) -> Step:
+    def find(self, schema: type[Any], topic: InternalTopic, key: str, listener: str = "") -> Step:
+        """The coordinator of `key`: the leader of its partition of `topic`, at its endpoint on
+        `listener` (the request's; COORDINATOR_NOT_AVAILABLE when it has none there)."""
+
         def unavailable(why: str) -> Step:
             return respond(
                 schema,
@@ -77,7 +80,8 @@ class CoordinatorLookup:
                 port=endpoints[0].port,
             )
 
-        return Ask(self.replica_manager, MetadataRequest(topics=(topic.name,)), answered)
+        request = MetadataRequest(topics=(topic.name,), listener=listener)
+        return Ask(self.replica_manager, request, answered)
 
     def _create(
         self, topic: InternalTopic, response: MetadataResponse, unavailable: Callable[[str], Step]

@@ -133,7 +133,7 @@ class GroupApis:
                 host="",
                 port=-1,
             )
-        return self._lookup.find(schema, topic, body.key)
+        return self._lookup.find(schema, topic, body.key, header.listener)
 
     # -- the rebalance protocol -----------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Final
 
-from kafkactor.common import BrokerEndpoint, PartitionLeaderState, TopicPartition
+from kafkactor.common import BrokerEndpoint, ListenerEndpoint, PartitionLeaderState, TopicPartition
 from kafkactor.kafka_uuid import ZERO_UUID, uuid_from_string
 from kafkactor.messages import ErrorCode, Request, Response
 from kafkactor.messages.controller import ControlledShutdownRequest, ControlledShutdownResponse
@@ -286,8 +286,16 @@ LISTENER_NAME: Final = "PLAINTEXT"
 
 
 def _live_broker(schema: Any, broker: int, endpoint: BrokerEndpoint | None) -> Any:
-    """A live broker with its one endpoint; one without a listener has none."""
-    listed = () if endpoint is None or endpoint.port < 0 else (endpoint,)
+    """A live broker with every listener's endpoint (its inter-broker one first); one without
+    a listener has none."""
+    listed: tuple[ListenerEndpoint, ...] = ()
+    if endpoint is not None and endpoint.listeners:
+        first = [
+            e for e in endpoint.listeners if (e.host, e.port) == (endpoint.host, endpoint.port)
+        ]
+        listed = (*first[:1], *(e for e in endpoint.listeners if e not in first[:1]))
+    elif endpoint is not None and endpoint.port >= 0:
+        listed = (ListenerEndpoint(listener=LISTENER_NAME, host=endpoint.host, port=endpoint.port),)
     return build(
         nested(schema, "UpdateMetadataBroker"),
         id_=broker,  # kio's name for `Id` (a builtin's name)
@@ -296,8 +304,8 @@ def _live_broker(schema: Any, broker: int, endpoint: BrokerEndpoint | None) -> A
                 nested(schema, "UpdateMetadataEndpoint"),
                 port=e.port,
                 host=e.host,
-                listener=LISTENER_NAME,
-                security_protocol=PLAINTEXT,
+                listener=e.listener,
+                security_protocol=e.security_protocol,
             )
             for e in listed
         ),

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from kafkactor.actors.runtime import addresses
-from kafkactor.common import BrokerEndpoint, PartitionLeaderState, TopicPartition
+from kafkactor.common import BrokerEndpoint, ListenerEndpoint, PartitionLeaderState, TopicPartition
 from kafkactor.kafka_uuid import ZERO_UUID, uuid_to_string
 from kafkactor.messages import ErrorCode, Response
 from kafkactor.messages.controller import ControlledShutdownRequest, ControlledShutdownResponse
@@ -266,14 +266,34 @@ def _broker_id(broker: Any) -> int:
 
 
 def _endpoints(broker: Any) -> list[BrokerEndpoint]:
-    """A live broker's PLAINTEXT endpoint (v1+: its endpoint list; v0: its one host and port)."""
+    """A live broker with its endpoints (v1+: its endpoint list, the first its inter-broker
+    one, each listener named from v3; v0: its one host and port)."""
     broker_id = _broker_id(broker)
-    if hasattr(broker, "endpoints"):
-        return [
-            BrokerEndpoint(broker_id=broker_id, host=e.host, port=int(e.port))
-            for e in broker.endpoints[:1]
-        ]
-    return [BrokerEndpoint(broker_id=broker_id, host=broker.v0_host, port=int(broker.v0_port))]
+    if not hasattr(broker, "endpoints"):
+        return [BrokerEndpoint(broker_id=broker_id, host=broker.v0_host, port=int(broker.v0_port))]
+    listeners = tuple(
+        ListenerEndpoint(
+            listener=str(
+                getattr(e, "listener", "")
+                or _PROTOCOL_NAMES.get(int(e.security_protocol), "PLAINTEXT")
+            ),
+            host=e.host,
+            port=int(e.port),
+            security_protocol=int(e.security_protocol),
+        )
+        for e in broker.endpoints
+    )
+    if not listeners:
+        return []
+    first = listeners[0]
+    if listeners == (ListenerEndpoint(host=first.host, port=first.port),):
+        listeners = ()  # one PLAINTEXT listener: the endpoint of a broker without security
+    return [
+        BrokerEndpoint(broker_id=broker_id, host=first.host, port=first.port, listeners=listeners)
+    ]
+
+
+_PROTOCOL_NAMES = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
 
 
 def _partition_errors(

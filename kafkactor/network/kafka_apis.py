@@ -321,7 +321,7 @@ class KafkaApis:
         return Ask(self.replica_manager, request, answered)
 
     def _metadata(self, header: RequestHeader, body: Any) -> Step:
-        return self.admin_apis.metadata(header.api_version, body)
+        return self.admin_apis.metadata(header.api_version, body, header.listener)
 
     def _create_topics(self, header: RequestHeader, body: Any) -> Step:
         return self.topic_admin_apis.create_topics(header.api_version, body)
@@ -344,7 +344,7 @@ class KafkaApis:
         return self.alter_config_apis.incremental_alter_configs(header.api_version, body)
 
     def _describe_cluster(self, header: RequestHeader, body: Any) -> Step:
-        return self.cluster_apis.describe_cluster(header.api_version, body)
+        return self.cluster_apis.describe_cluster(header.api_version, body, header.listener)
 
     def _offset_commit(self, header: RequestHeader, body: Any) -> Step:
         return self.offset_apis.offset_commit(header, body)

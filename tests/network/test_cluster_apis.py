@@ -57,7 +57,8 @@ def describe(
     if cache is not None:
         assert isinstance(step, Ask), step
         assert step.address == addresses.replica_manager(BROKER)
-        assert step.request == MetadataRequest(topics=("",))  # brokers, no topics
+        # brokers, no topics, at the endpoints of the listener the request came in on
+        assert step.request == MetadataRequest(topics=("",), listener="PLAINTEXT")
         step = step.then(cache)
     assert isinstance(step, Answer), step
     frame = encode_response(ApiKey.DESCRIBE_CLUSTER, version, 7, step.body)

@@ -217,7 +217,8 @@ def looked_up(kafka_apis: KafkaApis, version: int) -> Callable[[Response], Step]
     step = handle(kafka_apis, ApiKey.FIND_COORDINATOR, version, find_coordinator_request(version))
     assert isinstance(step, Ask), step
     assert step.address == REPLICA_MANAGER
-    assert step.request == MetadataRequest(topics=(OFFSETS_TOPIC,))
+    # the offsets topic, its brokers at the endpoints of the request listener
+    assert step.request == MetadataRequest(topics=(OFFSETS_TOPIC,), listener="PLAINTEXT")
     return step.then
 
 

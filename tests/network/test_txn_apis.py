@@ -216,7 +216,7 @@ def test_find_coordinator_answers_the_leader_of_the_ids_transaction_state_partit
     step = asked(
         handle(apis(), ApiKey.FIND_COORDINATOR, version, body), REPLICA_MANAGER, MetadataRequest
     )
-    assert step.request == MetadataRequest(topics=(TRANSACTION_STATE_TOPIC,))
+    assert step.request == MetadataRequest(topics=(TRANSACTION_STATE_TOPIC,), listener="PLAINTEXT")
     found = answer(
         step.then(metadata(led(TRANSACTION_STATE_TOPIC, *leaders))),
         ApiKey.FIND_COORDINATOR,

@@ -295,9 +295,7 @@ class ControllerActor(  # one actor; its handlers by concern, as Kafka splits Ka
                 )
                 self._endpoints.pop(broker, None)
                 continue
-            self._endpoints[broker] = BrokerEndpoint(
-                broker_id=broker, host=registration.host, port=registration.port
-            )
+            self._endpoints[broker] = registration.broker_endpoint()  # every listener's
         return dict(sorted(epochs.items()))
 
     def _load_topics(self, topics: Iterable[str]) -> list[LeadershipChange]:

@@ -6,7 +6,6 @@ import dataclasses
 import json
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from kafkactor.common import PartitionLeaderState, TopicPartition
@@ -39,6 +38,11 @@ class MalformedZnodeError(ValueError):
         super().__init__(f"malformed znode {path}: {reason}")
         self.path = path
         self.reason = reason
+
+
+from kafkactor.actors.controller.broker_registration import (  # noqa: E402 - after the error it raises
+    BrokerRegistration as BrokerRegistration,  # noqa: PLC0414 - re-exported
+)
 
 
 def broker_path(broker_id: int) -> str:
@@ -94,46 +98,7 @@ def _object(path: str, value: Any) -> dict[str, Any]:
 # -- /brokers/ids/<id> -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class BrokerRegistration:
-    """A live broker's ephemeral registration (Kafka's version 2 payload)."""
-
-    broker_id: int
-    host: str
-    port: int
-    timestamp_ms: int
-
-    def encode(self) -> bytes:
-        return _dump(
-            {
-                "jmx_port": -1,
-                "timestamp": str(self.timestamp_ms),
-                "endpoints": [f"PLAINTEXT://{self.host}:{self.port}"],
-                "host": self.host,
-                "version": 2,
-                "port": self.port,
-            }
-        )
-
-    @classmethod
-    def decode(cls, broker_id: int, data: bytes) -> BrokerRegistration:
-        path = broker_path(broker_id)
-        body = _object(path, _load(path, data))
-        host, timestamp = body.get("host"), body.get("timestamp")
-        if not isinstance(host, str):
-            raise MalformedZnodeError(path, f"host is {host!r}, not a string")
-        if not isinstance(timestamp, str | int) or isinstance(timestamp, bool):
-            raise MalformedZnodeError(path, f"timestamp is {timestamp!r}")
-        try:
-            timestamp_ms = int(timestamp)
-        except ValueError:
-            raise MalformedZnodeError(path, f"timestamp {timestamp!r} is not a number") from None
-        return cls(
-            broker_id=broker_id,
-            host=host,
-            port=_int(path, body.get("port"), "port"),
-            timestamp_ms=timestamp_ms,
-        )
+# BrokerRegistration (Kafka's BrokerIdZNode with its listeners) has a module of its own
 
 
 # -- /controller and /controller_epoch -----------------------------------------------------------

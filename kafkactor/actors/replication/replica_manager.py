@@ -48,6 +48,7 @@ from kafkactor.common import (
     TRANSACTION_STATE_TOPIC,
     PartitionLeaderState,
     TopicPartition,
+    endpoints_on,
 )
 from kafkactor.messages import ErrorCode, ErrorResponse, Request, Response
 from kafkactor.messages.config import TopicConfigChanged, UpdateLogConfig
@@ -611,7 +612,7 @@ class ReplicaManagerActor(TracedActor):
             MetadataResponse(
                 brokers=cache.live_brokers,
                 topics=cache.topic_metadata(request.topics),
-                endpoints=cache.endpoints,
+                endpoints=endpoints_on(cache.endpoints, request.listener or None),
                 controller_id=cache.controller_id,
             ),
         )

@@ -65,13 +65,16 @@ KAFKA_REGISTRATION = (
 )
 
 
-def test_broker_registration_is_kafkas_version_2_json() -> None:
-    registration = BrokerRegistration(
-        broker_id=1, host="kafka-1", port=9092, timestamp_ms=1453824417372
-    )
+def test_kafkas_version_2_broker_registration_decodes() -> None:
+    registration = BrokerRegistration.decode(1, KAFKA_REGISTRATION)
 
-    assert registration.encode() == KAFKA_REGISTRATION
-    assert BrokerRegistration.decode(1, KAFKA_REGISTRATION) == registration
+    assert (registration.host, registration.port) == ("kafka-1", 9092)
+    assert registration.timestamp_ms == 1453824417372
+    assert registration.endpoint("PLAINTEXT") == ("kafka-1", 9092)
+    # what it registers now (version 4) decodes to the same broker
+    again = BrokerRegistration.decode(1, registration.encode())
+    assert again == registration
+    assert json.loads(registration.encode())["version"] == 4
 
 
 def test_broker_registration_decodes_regardless_of_layout() -> None:
