@@ -65,6 +65,9 @@ class BrokerSecurityConfig:
     sampling (11 windows of 1 s)."""
 
     listeners: tuple[ListenerConfig, ...] = field(default_factory=lambda: (plaintext(),))
+    # advertised.listeners: (listener name, host, port) registered for a listener instead of
+    # its own address; a listener not named here is registered as it listens
+    advertised: tuple[tuple[str, str, int], ...] = ()
     inter_broker: InterBrokerSecurity = field(default_factory=InterBrokerSecurity)
     sasl: SaslServerConfig = field(default_factory=SaslServerConfig)
     authorizer: AuthorizerConfig = field(default_factory=AuthorizerConfig)
@@ -84,6 +87,13 @@ class BrokerSecurityConfig:
             raise ValueError(
                 f"the inter-broker listener {self.inter_broker.listener} is not among {names}"
             )
+
+    def advertised_endpoint(self, name: str) -> tuple[str, int] | None:
+        """The host and port advertised for listener `name` (None: not advertised apart)."""
+        for listener, host, port in self.advertised:
+            if listener == name:
+                return host, port
+        return None
 
     def listener(self, name: str) -> ListenerConfig:
         for listener in self.listeners:

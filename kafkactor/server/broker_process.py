@@ -34,6 +34,7 @@ from kafkactor.actors.controller.topic_configs import ZkTopicConfigs
 from kafkactor.actors.runtime import Directory
 from kafkactor.network.network_client import NetworkClient, NetworkClientConfig
 from kafkactor.server.config import ConfigError, KafkaConfig
+from kafkactor.server.security_properties import SecuritySettingError, check_store_files
 
 __all__ = ["BrokerProcess", "main"]
 
@@ -157,8 +158,12 @@ def main(config_path: str) -> int:
     """Run one broker until SIGTERM / SIGINT; 2 for a bad config, 1 when it cannot start."""
     try:
         config = KafkaConfig.from_file(config_path)
+        check_store_files(config.security_properties)
     except ConfigError as error:
         print(f"kafkactor broker: {error}", file=sys.stderr)
+        return 2
+    except SecuritySettingError as error:
+        print(f"kafkactor broker: {config_path}: {error.setting!r}: {error}", file=sys.stderr)
         return 2
     except OSError as error:
         print(f"kafkactor broker: {config_path}: {error.strerror or error}", file=sys.stderr)

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from kafkactor.actors.broker import BrokerConfig
 from kafkactor.network.config_apis import BrokerProperties, BrokerProperty
-from kafkactor.server.config_properties import ALIASES, SETTINGS
+from kafkactor.server.config_properties import ALIASES, SETTINGS, is_sensitive
 
 __all__ = ["MISSING", "SENSITIVE", "describe_properties", "field_default", "nested_value"]
 
@@ -33,9 +33,11 @@ _ALIAS_DEFAULTS: Final = {
 _NO_KAFKA_DEFAULT: Final = frozenset(
     {"log.retention.ms", "log.roll.ms", "log.roll.jitter.ms", "log.flush.interval.ms"}
 )
-#: Properties whose values are secrets (Kafka's PASSWORD type): listed with no value. None of
-#: the properties kafkactor reads is one (no TLS, no SASL).
-SENSITIVE: Final[frozenset[str]] = frozenset()
+#: Properties whose values are secrets (Kafka's PASSWORD type): listed with no value (and
+#: `listener.name.<l>.` of them: `config_properties.is_sensitive`).
+SENSITIVE: Final[frozenset[str]] = frozenset(name for name in SETTINGS if is_sensitive(name))
+#: what a secret's value is in a `BrokerProperty` (DescribeConfigs sends none)
+HIDDEN: Final = "[hidden]"
 
 
 def describe_properties(
@@ -66,15 +68,25 @@ def describe_properties(
         static = given.get(setting.name)
         if static is None and setting.name not in named_by and value != default:
             static = text
+        sensitive = setting.name in SENSITIVE
+        if sensitive:  # the secret itself never leaves the config objects
+            text = None if text is None else HIDDEN
+            static = None if static is None else HIDDEN
         listed.append(
             BrokerProperty(
                 name=setting.name,
                 value=text,
                 static=static,
                 default=default_text,
-                sensitive=setting.name in SENSITIVE,
+                sensitive=sensitive,
             )
         )
+    for name, text in given.items():  # listener.name.<listener>.<setting>, as given
+        if name.startswith("listener.name."):
+            hidden = HIDDEN if is_sensitive(name) else text
+            listed.append(
+                BrokerProperty(name=name, value=hidden, static=hidden, sensitive=is_sensitive(name))
+            )
     for name in ALIASES:
         default_text = _ALIAS_DEFAULTS.get(name)
         static = given.get(name)
@@ -115,8 +127,13 @@ def field_default(cls: type[Any], path: tuple[str, ...]) -> Any:
         return nested_value(_DEFAULT_BROKER, path[1:])
     for f in dataclasses.fields(cls):
         if f.name == path[0]:
+            default: Any = None
             if f.default is not dataclasses.MISSING:
-                return f.default
-            if f.default_factory is not dataclasses.MISSING:
-                return f.default_factory()
+                default = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                default = f.default_factory()
+            if len(path) > 1:  # a setting inside a config object (security_properties)
+                found = nested_value(default, path[1:])
+                return None if found is MISSING else found
+            return default
     return None

@@ -26,7 +26,8 @@ _ZK_HOST = re.compile(r"(?P<host>\[[0-9a-fA-F:.%]+\]|[^:\[\]/]+):(?P<port>[0-9]+
 
 @dataclass(frozen=True, slots=True)
 class EndPoint:
-    """Kafka's `EndPoint`: one listener, `PLAINTEXT://host:port` (the only protocol here)."""
+    """Kafka's `EndPoint`: one listener, `NAME://host:port` (its security protocol is the
+    name's in listener.security.protocol.map)."""
 
     host: str
     port: int
@@ -147,21 +148,32 @@ class LogDirs(Kind):
 
 
 @dataclass(frozen=True, slots=True)
-class Listener(Kind):
-    """listeners and advertised.listeners: one `PLAINTEXT://host:port`."""
+class Listeners(Kind):
+    """listeners and advertised.listeners: comma-separated `NAME://host:port`, each name once
+    (upper-cased, as Kafka's `ListenerName.normalised`); `listeners` ports distinct but for 0
+    (Kafka's `listenerListToEndPoints`). A name's security protocol is checked later, against
+    listener.security.protocol.map."""
 
     advertised: bool = False
 
-    def parse(self, text: str) -> EndPoint:
-        listeners = [part.strip() for part in text.split(",") if part.strip()]
-        if len(listeners) != 1:
-            raise ValueError("must name one listener: kafkactor runs one per broker")
-        match = _LISTENER.fullmatch(listeners[0])
-        if match is None:
-            raise ValueError("must be PLAINTEXT://host:port")
+    def parse(self, text: str) -> tuple[EndPoint, ...]:
+        parts = [part.strip() for part in text.split(",") if part.strip()]
+        if not parts:
+            raise ValueError("must name a listener, NAME://host:port")
+        endpoints = tuple(self._endpoint(part) for part in parts)
+        names = [endpoint.listener_name for endpoint in endpoints]
+        if len(set(names)) != len(names):
+            raise ValueError("must give each listener a different name (as Kafka requires)")
+        ports = [endpoint.port for endpoint in endpoints if endpoint.port != 0]
+        if not self.advertised and len(set(ports)) != len(ports):
+            raise ValueError("must give each listener a different port (as Kafka requires)")
+        return endpoints
+
+    def _endpoint(self, text: str) -> EndPoint:
+        match = _LISTENER.fullmatch(text)
+        if match is None or not match["name"]:
+            raise ValueError("must be NAME://host:port[,NAME://host:port...]")
         name, host, port = match["name"].upper(), match["host"], int(match["port"])
-        if name != PLAINTEXT:
-            raise ValueError("must be a PLAINTEXT listener: kafkactor has no TLS or SASL")
         if not host:
             raise ValueError(
                 "must name a host (write 0.0.0.0 to listen on every interface: Kafka's empty "
@@ -171,7 +183,10 @@ class Listener(Kind):
             raise ValueError(f"must have a port from {int(self.advertised)} to 65535")
         if self.advertised and host in WILDCARD_HOSTS:
             raise ValueError(f"must not name the non-routable address {host}, as in Kafka")
-        return EndPoint(host, port)
+        return EndPoint(host, port, name)
+
+    def format(self, value: Any) -> str:
+        return ",".join(str(endpoint) for endpoint in value)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,11 +16,25 @@ from kafkactor.server.config_kinds import (
     File,
     Int,
     Kind,
-    Listener,
+    Listeners,
     LogDirs,
     Ratio,
     TopicValue,
     ZooKeeperConnect,
+)
+from kafkactor.server.security_kinds import (
+    AuthorizerClass,
+    ClientAuthKind,
+    EndpointIdentification,
+    Jaas,
+    ListenerNameKind,
+    Mechanism,
+    Mechanisms,
+    Password,
+    Principals,
+    Protocol,
+    ProtocolMap,
+    StoreType,
 )
 from kafkactor.storage.topic_config import TOPIC_CONFIG_SYNONYMS
 
@@ -97,6 +111,11 @@ def _controller(name: str, attr: str, kind: Kind) -> Setting:
     return Setting(name, ("broker", "controller", attr), kind)
 
 
+def _security(name: str, kind: Kind) -> Setting:
+    """A security setting: its value in `SecurityProperties`, the attribute its name spells."""
+    return Setting(name, ("security_properties", name.replace(".", "_")), kind)
+
+
 def _topic(topic: str, kind: Kind | None = None) -> Setting:
     """A broker-wide topic-config default: the broker property Kafka's
     `LogConfig.TopicConfigSynonyms` names for the topic-level key, setting the LogConfig field
@@ -123,15 +142,54 @@ SECTIONS: Final = (
     ),
     Section(
         "Socket Server Settings",
-        "One PLAINTEXT listener; ZooKeeper registers the advertised one (default: listeners).\n"
-        "request.timeout.ms bounds this broker's requests to other brokers.",
+        "Listeners NAME://host:port, comma-separated, each with the security protocol\n"
+        "listener.security.protocol.map gives its name; ZooKeeper registers the advertised ones\n"
+        "(default: listeners). request.timeout.ms bounds this broker's requests to other brokers.",
         (
-            _top("listeners", "listeners", Listener()),
-            _top("advertised.listeners", "advertised_listeners", Listener(advertised=True)),
+            _top("listeners", "listener_endpoints", Listeners()),
+            _top("advertised.listeners", "advertised_endpoints", Listeners(advertised=True)),
             _top("socket.request.max.bytes", "socket_request_max_bytes", POSITIVE),
             _top("queued.max.requests", "queued_max_requests", POSITIVE),
             _top("connections.max.idle.ms", "connections_max_idle_ms", POSITIVE),
             _top("request.timeout.ms", "request_timeout_ms", POSITIVE),
+        ),
+    ),
+    Section(
+        "Security",
+        "Listeners' protocols, the inter-broker listener, TLS key and trust stores (PEM files),\n"
+        "SASL mechanisms with their JAAS entries, and the ACL authorizer. listener.name.<l>.*\n"
+        "overrides a ssl.* or sasl.enabled.mechanisms setting for listener <l>, and\n"
+        "listener.name.<l>.<mechanism>.sasl.jaas.config gives a mechanism's JAAS entry there.",
+        (
+            _security("listener.security.protocol.map", ProtocolMap()),
+            _security("inter.broker.listener.name", ListenerNameKind()),
+            _security("security.inter.broker.protocol", Protocol()),
+            _security("ssl.keystore.type", StoreType()),
+            _security("ssl.keystore.location", File()),
+            _security("ssl.key.password", Password()),
+            _security("ssl.truststore.type", StoreType()),
+            _security("ssl.truststore.location", File()),
+            _security("ssl.client.auth", ClientAuthKind()),
+            _security("ssl.endpoint.identification.algorithm", EndpointIdentification()),
+            _security("sasl.enabled.mechanisms", Mechanisms()),
+            _security("sasl.mechanism.inter.broker.protocol", Mechanism()),
+            _security("sasl.jaas.config", Jaas()),
+            _security("authorizer.class.name", AuthorizerClass()),
+            _security("super.users", Principals()),
+            _security("allow.everyone.if.no.acl.found", Bool()),
+            _security("connection.failed.authentication.delay.ms", NON_NEGATIVE),
+        ),
+    ),
+    Section(
+        "Limits and Quotas",
+        "The request memory pool (queued.max.request.bytes; -1: unbounded), connection limits,\n"
+        "and the client quotas' sampling (quota.window.num windows of quota.window.size.seconds).",
+        (
+            _security("queued.max.request.bytes", UNLIMITED),
+            _security("max.connections", Int(0, INT_MAX)),
+            _security("max.connections.per.ip", Int(0, INT_MAX)),
+            _security("quota.window.num", Int(1, INT_MAX)),
+            _security("quota.window.size.seconds", Int(1, INT_MAX)),
         ),
     ),
     Section(
@@ -369,12 +427,25 @@ IGNORED: Final = {
     "offsets.retention.check.interval.ms": "committed offsets do not expire here",
 }
 
+_PEM_FILES = (
+    "kafkactor reads PEM files: name them with ssl.keystore.location or ssl.truststore.location"
+)
 # Kafka settings refused with a reason rather than as unknown: name or prefix -> reason
 UNSUPPORTED: Final = {
-    "ssl.": "kafkactor listens in PLAINTEXT only (no TLS)",
-    "sasl.": "kafkactor listens in PLAINTEXT only (no SASL)",
-    "security.": "kafkactor listens in PLAINTEXT only",
-    "listener.": "kafkactor has one PLAINTEXT listener",
+    "ssl.keystore.password": "a PEM key store has no store password (Kafka refuses one too): "
+    "ssl.key.password decrypts an encrypted private key",
+    "ssl.truststore.password": "a PEM trust store has no password (Kafka refuses one too)",
+    "ssl.keystore.key": _PEM_FILES,
+    "ssl.keystore.certificate.chain": _PEM_FILES,
+    "ssl.truststore.certificates": _PEM_FILES,
+    "ssl.": "kafkactor reads the ssl.* settings docs/broker-config.md lists; protocols, cipher "
+    "suites and engine settings are Python's ssl defaults (TLS 1.2 and up)",
+    "sasl.": "kafkactor serves PLAIN and SCRAM-SHA-256/512, set by sasl.enabled.mechanisms and "
+    "JAAS entries (docs/broker-config.md); Kerberos and OAUTHBEARER settings mean nothing here",
+    "security.": "security.inter.broker.protocol is the one security.* setting kafkactor reads",
+    "listener.": "listener.security.protocol.map and listener.name.<listener>.* are the "
+    "listener settings kafkactor reads",
+    "principal.builder.class": "principals are User:<SASL user name>, or User:ANONYMOUS",
     "process.roles": "KRaft is not built: brokers use ZooKeeper",
     "node.id": "KRaft is not built: brokers use ZooKeeper (broker.id names a broker)",
     "controller.quorum.": "KRaft is not built: brokers use ZooKeeper",
@@ -388,6 +459,19 @@ def unsupported_reason(name: str) -> str | None:
         if name == prefix or (prefix.endswith(".") and name.startswith(prefix)):
             return reason
     return None
+
+
+def is_sensitive(name: str) -> bool:
+    """Whether a property holds a secret (Kafka's PASSWORD type: ssl.key.password, the JAAS
+    entries, listener.name.<l>.* of those): never listed with its value, never in an error."""
+    suffix = name
+    if name.startswith("listener.name."):
+        suffix = name[len("listener.name.") :].partition(".")[2]
+    return suffix in (
+        "ssl.key.password",
+        "ssl.keystore.password",
+        "ssl.truststore.password",
+    ) or suffix.endswith("sasl.jaas.config")
 
 
 def known_names() -> tuple[str, ...]:

@@ -33,8 +33,8 @@ broker.id=7
 log.dirs=/data/kafka-7
 kafkactor.event.log=/var/log/kafkactor/broker-7.jsonl
 kafkactor.event.log.enable=false
-listeners=PLAINTEXT://10.1.2.3:19092
-advertised.listeners=PLAINTEXT://broker7.example:29092
+listeners=PLAINTEXT://10.1.2.3:19092,INTERNAL://10.1.2.3:19093
+advertised.listeners=PLAINTEXT://broker7.example:29092,INTERNAL://broker7.internal:29093
 socket.request.max.bytes=2000000
 queued.max.requests=50
 connections.max.idle.ms=60000
@@ -105,7 +105,31 @@ compression.type=zstd
 log.preallocate=true
 log.message.format.version=2.4
 log.message.downconversion.enable=false
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL
+inter.broker.listener.name=INTERNAL
+ssl.keystore.type=PEM
+ssl.keystore.location=/etc/kafka/broker-7.pem
+ssl.key.password=key-secret
+ssl.truststore.type=PEM
+ssl.truststore.location=/etc/kafka/ca.pem
+ssl.client.auth=requested
+ssl.endpoint.identification.algorithm=
+sasl.enabled.mechanisms=SCRAM-SHA-512
+sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \
+    username="broker" password="broker-secret";
+authorizer.class.name=kafka.security.authorizer.AclAuthorizer
+super.users=User:admin;User:broker
+allow.everyone.if.no.acl.found=true
+connection.failed.authentication.delay.ms=250
+queued.max.request.bytes=104857600
+max.connections=1000
+max.connections.per.ip=100
+quota.window.num=5
+quota.window.size.seconds=2
 """
+# FULL leaves out security.inter.broker.protocol: Kafka refuses it beside
+# inter.broker.listener.name (tests/server/test_security_config.py reads it)
 
 # The settings of Kafka 3.9's config/server.properties (ZooKeeper mode), without its comments.
 KAFKA_3_9_SERVER_PROPERTIES = """\
@@ -150,8 +174,9 @@ def _refusal(tmp_path: Path, text: str) -> ConfigError:
 
 
 def test_a_full_file_sets_every_supported_property(tmp_path: Path) -> None:
-    names = {line.split("=", 1)[0] for line in FULL.splitlines()}
-    assert names == set(SETTINGS), "FULL must cover every supported property"
+    names = {line.split("=", 1)[0] for line in FULL.splitlines() if not line.startswith(" ")}
+    covered = names | {"security.inter.broker.protocol"}
+    assert covered == set(SETTINGS), "FULL must cover every supported property"
     config = KafkaConfig.from_file(_write(tmp_path, FULL))
 
     assert config.broker_id == 7
@@ -452,11 +477,11 @@ def test_line_numbers_count_windows_line_ends(tmp_path: Path) -> None:
         ("log.cleaner.min.cleanable.ratio=2", "log.cleaner.min.cleanable.ratio", "from 0 to 1"),
         ("log.cleanup.policy=forever", "log.cleanup.policy", "delete, compact or"),
         ("log.cleaner.threads=4", "log.cleaner.threads", "must be 0 or 1"),
-        ("listeners=SSL://h:9093", "listeners", "must be a PLAINTEXT listener"),
-        ("listeners=PLAINTEXT://h", "listeners", "must be PLAINTEXT://host:port"),
+        ("ssl.keystore.type=JKS", "ssl.keystore.type", "must be PEM: kafkactor reads"),
+        ("listeners=PLAINTEXT://h", "listeners", "must be NAME://host:port"),
         ("listeners=PLAINTEXT://h:99999", "listeners", "port from 0 to 65535"),
         ("listeners=PLAINTEXT://:9092", "listeners", "must name a host"),
-        ("listeners=PLAINTEXT://a:1,PLAINTEXT://b:2", "listeners", "must name one listener"),
+        ("listeners=PLAINTEXT://a:1,PLAINTEXT://b:2", "listeners", "a different name"),
         ("listeners=PLAINTEXT://0.0.0.0:9092", "listeners", "cannot be advertised"),
         ("advertised.listeners=PLAINTEXT://h:0", "advertised.listeners", "port from 1"),
         ("advertised.listeners=PLAINTEXT://0.0.0.0:1", "advertised.listeners", "non-routable"),
@@ -464,7 +489,7 @@ def test_line_numbers_count_windows_line_ends(tmp_path: Path) -> None:
         ("log.dir=/a, /b", "log.dir", "must name one directory, not 2"),
         ("zookeeper.connect=zk", "zookeeper.connect", "host:port[,host:port...][/chroot]"),
         ("zookeeper.connect=zk:1/a//b", "zookeeper.connect", "malformed chroot"),
-        ("ssl.keystore.location=/k", "ssl.keystore.location", "no TLS"),
+        ("ssl.keystore.password=p", "ssl.keystore.password", "has no store password"),
         ("node.id=1", "node.id", "KRaft is not built"),
         ("compression.type=brotli", "compression.type", "String must be one of: uncompressed"),
         ("compression.type=GZIP", "compression.type", "must be a valid compression.type value"),
@@ -600,6 +625,12 @@ def test_to_properties_writes_every_setting_with_unset_ones_commented_out() -> N
         "advertised.listeners",  # the listeners, as reading it back gives
         "log.flush.interval.messages",
         "log.flush.interval.ms",
+        "inter.broker.listener.name",  # unset: named after security.inter.broker.protocol
+        "security.inter.broker.protocol",  # unset: PLAINTEXT
+        "ssl.keystore.location",
+        "ssl.key.password",
+        "ssl.truststore.location",
+        "sasl.jaas.config",
     }
     assert "\n#log.flush.interval.ms=\n" in text
 
