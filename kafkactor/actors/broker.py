@@ -5,21 +5,23 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, MutableMapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pykka
 from kazoo.exceptions import NoNodeError
 
+from kafkactor.actors.broker_network import start_network
+from kafkactor.actors.broker_security import BrokerSecurity, registration
 from kafkactor.actors.controller import ControllerActor, ZooKeeperSession, zk_data
 from kafkactor.actors.controller.controller_config import ControllerConfig
 from kafkactor.actors.controller.dynamic_config_manager import DynamicConfigManagerActor
+from kafkactor.actors.controller.entity_admin_zk import EntityAdminZkClient
 from kafkactor.actors.controller.topic_configs import (
     MappingTopicConfigRepository,
     ZkTopicConfigRepository,
 )
-from kafkactor.actors.controller.zk_data import BrokerRegistration
 from kafkactor.actors.coordinator.coordinator_actor import GroupCoordinatorActor
 from kafkactor.actors.coordinator.results import GroupConfig
 from kafkactor.actors.purgatory import REAPER_POLL_MS, ExpirationDelivery, ReaperActor
@@ -42,9 +44,9 @@ from kafkactor.messages.controller import (
     ZooKeeperSessionStarted,
 )
 from kafkactor.network.config_apis import BrokerProperties, TopicConfigRepository
-from kafkactor.network.kafka_apis import KafkaApis, KafkaApisConfig, ProducerIdSource, TopicAdmin
-from kafkactor.network.kafka_apis_actor import KafkaApisActor
+from kafkactor.network.kafka_apis import KafkaApisConfig, ProducerIdSource, TopicAdmin
 from kafkactor.network.socket_server import SocketServer, SocketServerConfig
+from kafkactor.security.security_config import BrokerSecurityConfig
 from kafkactor.storage import Log, LogConfig, LogManager, LogManagerConfig
 from kafkactor.timer import Clock, Scheduler, SystemClock, Timer
 from kafkactor.tracing import get_logger
@@ -103,8 +105,11 @@ class Broker:
         advertised: tuple[str, int] | None = None,
         admin: TopicAdmin | None = None,
         producer_ids: ProducerIdSource | None = None,
+        security: BrokerSecurityConfig | None = None,
     ) -> None:
         self.broker_id = broker_id
+        if security is not None and listener is None:  # its listeners, this socket's settings
+            listener = SocketServerConfig()
         # with a listener, Kafka's wire protocol on (host, port); port 0 takes a free one,
         # which `listener` then names, so a restart listens where clients knew it
         self.listener = listener
@@ -148,13 +153,24 @@ class Broker:
             self.zookeeper = ZooKeeperSession(
                 broker_id,
                 zookeeper,
-                lambda: BrokerRegistration(broker_id, *self.endpoint, self.clock.now_ms()).encode(),
+                lambda: registration(broker_id, self.endpoint, self.security, self.clock).encode(),
                 on_lost=lambda: directory.tell(controller, ZooKeeperSessionLost()),
                 on_started=lambda: _tell_all(
                     directory,
                     (controller, addresses.dynamic_config_manager(broker_id)),
                     ZooKeeperSessionStarted(),
                 ),
+            )
+        # Kafka's listeners, TLS, SASL, ACLs and quotas (kafkactor.actors.broker_security)
+        session = self.zookeeper
+        self.security: BrokerSecurity | None = None
+        if security is not None:
+            self.security = BrokerSecurity(
+                broker_id,
+                security,
+                clock=self.clock,
+                timer=self.timer,
+                zookeeper=(lambda: session.client) if session is not None else None,
             )
 
     @property
@@ -163,6 +179,8 @@ class Broker:
         else the listener's; port -1 without a listener."""
         if self.listener is None:
             return "localhost", -1
+        if self.security is not None:  # the inter-broker listener's
+            return self.security.endpoint
         if self.advertised is not None:
             return self.advertised
         return self.listener.host, self.listener.port
@@ -282,8 +300,10 @@ class Broker:
             strict=True,
         ):
             directory.register(address, ref)  # reachable as soon as start() returns
+        if self.security is not None:
+            self.security.start()  # before the network: its listeners need the credentials
         if self.listener is not None:
-            self._start_network()
+            self.socket_server = start_network(self)
         if self.zookeeper is not None:
             self.zookeeper.start()  # registered: the controller will send LeaderAndIsr
             self._start_dynamic_config_manager()
@@ -320,37 +340,10 @@ class Broker:
             self.broker_id,
             zk=self.zookeeper,
             defaults=self.config.log_manager.default_log_config,
+            credentials=self.security.credentials if self.security is not None else None,
         )
         self.directory.register(address, ref)
         self.refs.append(ref)
-
-    def _start_network(self) -> None:
-        assert self.listener is not None
-        broker = self.broker_id
-        apis = KafkaApis(
-            broker,
-            self.config.apis,
-            admin=self.admin,
-            producer_ids=self._producer_id_source(),
-            group=self.config.group,
-            transaction=self.config.transaction,
-            properties=self.config.properties
-            or BrokerProperties(log_config=self.config.log_manager.default_log_config),
-            topic_configs=self._topic_config_repository(),
-        )
-        ref = KafkaApisActor.start(
-            addresses.kafka_apis(broker),
-            self.directory,
-            self.clock,
-            broker,
-            apis=apis,
-            scheduler=self.scheduler,
-        )
-        self.directory.register(addresses.kafka_apis(broker), ref)
-        self.refs.append(ref)
-        server = SocketServer(broker, self.directory, self.listener, clock=self.clock).start()
-        self.socket_server = server
-        self.listener = replace(self.listener, host=server.host, port=server.port)
 
     def _producer_id_source(self) -> ProducerIdSource:
         """The broker's one producer id manager, shared by InitProducerId of idempotent
@@ -373,10 +366,18 @@ class Broker:
             self.topic_configs, self.config.log_manager.default_log_config
         )
 
+    def _entity_config_admin(self) -> EntityAdminZkClient | None:
+        """Where the SCRAM-credential and client-quota APIs read and write the users and
+        clients entity configs: ZooKeeper's (None without it: those APIs fail)."""
+        session = self.zookeeper
+        return EntityAdminZkClient(lambda: session.client) if session is not None else None
+
     def _stop_actors(self) -> None:
         if self.socket_server is not None:  # no more requests: clients see the broker go
             self.socket_server.stop()
             self.socket_server = None
+        if self.security is not None:
+            self.security.stop()
         self.timer.shutdown()  # the Reaper's wait ends at once
         if self.refs and self.zookeeper is not None:  # the controller first: it stops acting
             controller = self.refs.pop()

@@ -90,6 +90,9 @@ class ErrorCode(enum.IntEnum):
     PRODUCER_FENCED = (
         90  # KIP-588: an older epoch of a transactional id (INVALID_PRODUCER_EPOCH before)
     )
+    RESOURCE_NOT_FOUND = 91  # KIP-554: describing a user without SCRAM credentials
+    DUPLICATE_RESOURCE = 92  # KIP-554: one user's credential altered twice in a request
+    UNACCEPTABLE_CREDENTIAL = 93  # KIP-554: an empty user name, iterations out of bounds
     UNKNOWN_TOPIC_ID = 100  # KIP-516: a request names a topic by an id no topic has
     INCONSISTENT_TOPIC_ID = 103  # KIP-516: a replica's log holds another topic id
     TRANSACTIONAL_ID_NOT_FOUND = 105  # KIP-664: DescribeTransactions of an unknown id

@@ -40,6 +40,9 @@ class ApiKey(enum.IntEnum):
     END_TXN = 26
     WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
@@ -53,6 +56,10 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_CLUSTER = 60
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
 
 
 #: (min, max) version per API, as advertised. Produce advertises 0 as Kafka 4 does, so that
@@ -103,6 +110,12 @@ SUPPORTED: Final[dict[ApiKey, tuple[int, int]]] = {
     # v0 was removed in Kafka 4 and is absent from kio
     ApiKey.WRITE_TXN_MARKERS: (1, 1),
     ApiKey.TXN_OFFSET_COMMIT: (0, 3),
+    # Kafka 2.8 serves 0-2 (v1 adds the pattern type, KIP-290; v2 is flexible). v0, removed in
+    # Kafka 4, is absent from kio and not served: librdkafka, kafka-python and the Java
+    # client negotiate v1 or v2 with a broker that lists 1-2
+    ApiKey.DESCRIBE_ACLS: (1, 2),
+    ApiKey.CREATE_ACLS: (1, 2),
+    ApiKey.DELETE_ACLS: (1, 2),
     # KIP-664's admin APIs, v0 (v1 adds a duration filter)
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 0),
@@ -129,6 +142,12 @@ SUPPORTED: Final[dict[ApiKey, tuple[int, int]]] = {
     # v0 (removed in Kafka 4, absent from kio) is not served; v3 adds the top-level error
     # code, v4 the disk's total and usable bytes (KIP-827)
     ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+    # KIP-546's client quotas and KIP-554's SCRAM credentials, Kafka 2.8's versions (quotas'
+    # v1 flexible); AlterUserScramCredentials is answered by the active controller
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    ApiKey.ALTER_CLIENT_QUOTAS: (0, 1),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 }
 
 #: (min, max) versions decoded and answered beyond SUPPORTED's, and never advertised: clients

@@ -32,6 +32,7 @@ from kafkactor.messages.replication import (
     ProduceRequest,
     ProduceResponse,
 )
+from kafkactor.network.acl_apis import create_acls, delete_acls, describe_acls
 from kafkactor.network.admin_apis import AdminApis, KafkaApisConfig, ProducerIdSource, TopicAdmin
 from kafkactor.network.alter_config_apis import AlterConfigApis, TopicConfigAdmin
 from kafkactor.network.api_versions import SUPPORTED, ApiKey
@@ -55,6 +56,7 @@ from kafkactor.network.reassignment_apis import (
 )
 from kafkactor.network.request_channel import RequestHeader
 from kafkactor.network.sasl_apis import sasl_authenticate, sasl_handshake
+from kafkactor.network.scram_quota_apis import EntityConfigAdmin, ScramQuotaApis
 from kafkactor.network.steps import (
     NO_THROTTLE,
     Admin,
@@ -102,6 +104,11 @@ def _inter_broker(handler: Callable[[InterBrokerApis, RequestHeader, Any], Step]
     return lambda apis, header, body: handler(apis.inter_broker_apis, header, body)
 
 
+def _scram_quota(handler: Callable[[ScramQuotaApis, int, Any], Step]) -> Handler:
+    """A `ScramQuotaApis` method (client quotas, SCRAM credentials) as a KafkaApis handler."""
+    return lambda apis, header, body: handler(apis.scram_quota_apis, header.api_version, body)
+
+
 class KafkaApis:
     """Kafka's `KafkaApis` for one broker: every API it serves, as translation.
 
@@ -127,6 +134,7 @@ class KafkaApis:
         properties: BrokerProperties | None = None,
         topic_configs: TopicConfigRepository | None = None,
         transaction: TransactionConfig | None = None,
+        entity_configs: EntityConfigAdmin | None = None,
         authorizer: Authorizer | None = None,
     ) -> None:
         self.broker_id = broker_id
@@ -153,6 +161,8 @@ class KafkaApis:
         self.partition_admin_apis = PartitionAdminApis(broker_id, self.config, admin=admin)
         self.topic_admin_apis = TopicAdminApis(broker_id, self.config, admin=admin)
         self.txn_apis = TxnApis(broker_id)
+        # the users / clients entity configs (ZooKeeper's): SCRAM credentials, client quotas
+        self.scram_quota_apis = ScramQuotaApis(broker_id, entity_configs)
 
     def handle(self, header: RequestHeader, body: Any) -> Step:
         api = header.api_key
@@ -377,6 +387,9 @@ class KafkaApis:
         ApiKey.ALTER_CONFIGS: _alter_configs,
         ApiKey.INCREMENTAL_ALTER_CONFIGS: _incremental_alter_configs,
         ApiKey.DESCRIBE_CLUSTER: _describe_cluster,
+        ApiKey.DESCRIBE_ACLS: lambda apis, h, b: describe_acls(apis.authorizer, h, b),
+        ApiKey.CREATE_ACLS: lambda apis, h, b: create_acls(apis.authorizer, h, b),
+        ApiKey.DELETE_ACLS: lambda apis, h, b: delete_acls(apis.authorizer, h, b),
         ApiKey.DELETE_RECORDS: lambda apis, header, body: delete_records(
             apis.broker_id, header.api_version, body
         ),
@@ -409,6 +422,14 @@ class KafkaApis:
         ),
         ApiKey.LIST_PARTITION_REASSIGNMENTS: lambda apis, header, body: (
             list_partition_reassignments(apis.broker_id, header.api_version, body)
+        ),
+        ApiKey.DESCRIBE_CLIENT_QUOTAS: _scram_quota(ScramQuotaApis.describe_client_quotas),
+        ApiKey.ALTER_CLIENT_QUOTAS: _scram_quota(ScramQuotaApis.alter_client_quotas),
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _scram_quota(
+            ScramQuotaApis.describe_user_scram_credentials
+        ),
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _scram_quota(
+            ScramQuotaApis.alter_user_scram_credentials
         ),
     }
 

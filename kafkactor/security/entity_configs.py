@@ -23,9 +23,11 @@ from __future__ import annotations
 import contextlib
 import enum
 import json
+import math
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -56,6 +58,7 @@ __all__ = [
     "entity_config_path",
     "fetch_entity_config",
     "load_entity_configs",
+    "quota_text",
     "sanitize",
 ]
 
@@ -281,3 +284,35 @@ def change_entity_config(zk: Any, entity_type: str, name: str, config: Mapping[s
         sequence=True,
     )
     return created
+
+
+def quota_text(key: str, value: float | None) -> str | None:
+    """Kafka's AlterClientQuotas conversion of a quota value to its stored string (None: the
+    key is removed); raises ValueError for a key that is not a quota key or a LONG value that
+    is not whole."""
+    kind = QUOTA_KEYS.get(key)
+    if kind is None:
+        raise ValueError(f"Invalid configuration key {key}")
+    if value is None:
+        return None
+    if kind == "DOUBLE":
+        return _java_double(value)
+    if not math.isfinite(value):
+        raise ValueError(f"Configuration {key} must be a LONG value")
+    whole = int(value + 1e-6)
+    if abs(whole - value) > 1e-6:
+        raise ValueError(f"Configuration {key} must be a LONG value")
+    return str(whole)
+
+
+def _java_double(value: float) -> str:
+    """Java's `Double.toString`: plain from 10^-3 up to 10^7, else `<d>.<ddd>E<n>`."""
+    value = float(value)
+    if value == 0 or 1e-3 <= abs(value) < 1e7 or not math.isfinite(value):
+        text = repr(value)
+        return {"inf": "Infinity", "-inf": "-Infinity", "nan": "NaN"}.get(text, text)
+    sign, digits, exponent = Decimal(repr(value)).normalize().as_tuple()
+    assert isinstance(exponent, int)
+    shown = "".join(map(str, digits))
+    power = len(shown) - 1 + exponent
+    return f"{'-' if sign else ''}{shown[0]}.{shown[1:] or '0'}E{power}"

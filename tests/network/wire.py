@@ -809,6 +809,16 @@ _SAMPLES: Final[dict[ApiKey, Callable[[int], Any]]] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: lambda version: list_partition_reassignments_request(
         version, {TOPIC: [0, 1]}
     ),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: functools.partial(
+        _filled_request, ApiKey.DESCRIBE_CLIENT_QUOTAS
+    ),
+    ApiKey.ALTER_CLIENT_QUOTAS: functools.partial(_filled_request, ApiKey.ALTER_CLIENT_QUOTAS),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: functools.partial(
+        _filled_request, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS
+    ),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: functools.partial(
+        _filled_request, ApiKey.ALTER_USER_SCRAM_CREDENTIALS
+    ),
     **{api: functools.partial(_filled_request, api) for api in INTER_BROKER_APIS},
 }
 

@@ -11,10 +11,8 @@ refused before anything is written.
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Callable, Mapping
-from decimal import Decimal
 from typing import Any, Final
 
 from kazoo.exceptions import NoNodeError
@@ -27,6 +25,7 @@ from kafkactor.security.entity_configs import (
     change_entity_config,
     fetch_entity_config,
     load_entity_configs,
+    quota_text,
 )
 from kafkactor.security.scram_credential import SCRAM_MECHANISMS, ScramCredential
 from kafkactor.security.scram_credentials import (
@@ -129,7 +128,7 @@ class EntityAdminZkClient:
         --entity-name alice [--entity-type clients --entity-name app]`: each key set (a LONG
         key written as an integer) or, for None, removed. Raises ValueError for a key that is
         not a quota key or a LONG value that is not whole."""
-        values = {key: _quota_text(key, value) for key, value in quotas.items()}
+        values = {key: quota_text(key, value) for key, value in quotas.items()}
 
         def change(config: dict[str, str]) -> None:
             for key, text in values.items():
@@ -157,33 +156,3 @@ class EntityAdminZkClient:
 def _check_mechanism(mechanism: str) -> None:
     if mechanism not in SCRAM_MECHANISMS:
         raise ValueError(f"Unknown SCRAM mechanism {mechanism}")
-
-
-def _quota_text(key: str, value: float | None) -> str | None:
-    """Kafka's AlterClientQuotas conversion of a quota value to its stored string."""
-    kind = QUOTA_KEYS.get(key)
-    if kind is None:
-        raise ValueError(f"Invalid configuration key {key}")
-    if value is None:
-        return None
-    if kind == "DOUBLE":
-        return _java_double(value)
-    if not math.isfinite(value):
-        raise ValueError(f"Configuration {key} must be a LONG value")
-    whole = int(value + 1e-6)
-    if abs(whole - value) > 1e-6:
-        raise ValueError(f"Configuration {key} must be a LONG value")
-    return str(whole)
-
-
-def _java_double(value: float) -> str:
-    """Java's `Double.toString`: plain from 10^-3 up to 10^7, else `<d>.<ddd>E<n>`."""
-    value = float(value)
-    if value == 0 or 1e-3 <= abs(value) < 1e7 or not math.isfinite(value):
-        text = repr(value)
-        return {"inf": "Infinity", "-inf": "-Infinity", "nan": "NaN"}.get(text, text)
-    sign, digits, exponent = Decimal(repr(value)).normalize().as_tuple()
-    assert isinstance(exponent, int)
-    shown = "".join(map(str, digits))
-    power = len(shown) - 1 + exponent
-    return f"{'-' if sign else ''}{shown[0]}.{shown[1:] or '0'}E{power}"

@@ -1,0 +1,187 @@
+"""A broker's security parts, built from its `BrokerSecurityConfig` (Kafka's KafkaServer.startup:
+the credential cache, the authorizer and its ACL change listener, the client quota managers,
+the request memory pool), started with the broker and stopped in reverse order.
+
+Each part comes from its own module (docs/security.md): `CredentialCache` (kept current by
+the broker's DynamicConfigManager from `/config/users`), `AclAuthorizer` with its `AclStore`
+(`/kafka-acl`, `/kafka-acl-changes`), `QuotaManagers` over the cache's quota settings, the
+`MemoryPool` of `queued.max.request.bytes`. The socket server and KafkaApis take those of
+their keyword arguments they know.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from kafkactor.actors.controller.broker_registration import BrokerRegistration
+from kafkactor.common import ListenerEndpoint
+from kafkactor.security.acl_store import AclStore
+from kafkactor.security.authorizer import AclAuthorizer
+from kafkactor.security.client_quota_manager import ClientQuotaManagerConfig, QuotaManagers
+from kafkactor.security.credential_cache import CredentialCache
+from kafkactor.security.entity_configs import QuotaEntity
+from kafkactor.security.listener import ListenerConfig
+from kafkactor.security.memory_pool import UNBOUNDED, SimpleMemoryPool
+from kafkactor.security.security_config import BrokerSecurityConfig
+from kafkactor.timer import Clock, Timer
+from kafkactor.tracing import get_logger
+
+__all__ = ["BrokerSecurity", "listener_endpoints", "registration"]
+
+_log = get_logger("kafkactor.broker")
+
+
+def listener_endpoints(
+    listeners: tuple[ListenerConfig, ...], advertised: dict[str, tuple[str, int]] | None = None
+) -> tuple[ListenerEndpoint, ...]:
+    """Each listener's endpoint as registered: its advertised address when one is given
+    (Kafka's `advertised.listeners`), else where it listens."""
+    advertised = advertised or {}
+    return tuple(
+        ListenerEndpoint(
+            listener=listener.name,
+            host=advertised.get(listener.name, (listener.host, listener.port))[0],
+            port=advertised.get(listener.name, (listener.host, listener.port))[1],
+            security_protocol=listener.security_protocol.value,
+        )
+        for listener in listeners
+    )
+
+
+def registration(
+    broker_id: int,
+    endpoint: tuple[str, int],
+    security: BrokerSecurity | None,
+    clock: Clock,
+) -> BrokerRegistration:
+    """What the broker registers in `/brokers/ids/<id>`: every listener's endpoint with
+    security; without, its one PLAINTEXT endpoint (port -1 without a listener)."""
+    if security is None:
+        return BrokerRegistration(broker_id, *endpoint, clock.now_ms())
+    return BrokerRegistration.of(broker_id, security.endpoints, clock.now_ms())
+
+
+class BrokerSecurity:
+    """The security parts of one broker: `credentials` (SCRAM credentials and quota settings,
+    filled from ZooKeeper by the DynamicConfigManager), `authorizer` (None without
+    `authorizer.class.name`) and its ACL store, `quotas` (produce and fetch byte rates),
+    `memory_pool` (`queued.max.request.bytes`), and the options its `SocketServer` and
+    `KafkaApis` are built with."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        config: BrokerSecurityConfig,
+        *,
+        clock: Clock,
+        timer: Timer,
+        zookeeper: Callable[[], Any] | None,
+        advertised: dict[str, tuple[str, int]] | None = None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.config = config
+        self.clock = clock
+        self.timer = timer
+        self._zk = zookeeper
+        self.credentials = CredentialCache()
+        self.authorizer: AclAuthorizer | None = None
+        self.acl_store: AclStore | None = None
+        self.quotas = QuotaManagers.create(
+            self._entity_quota,
+            clock,
+            ClientQuotaManagerConfig(
+                num_quota_samples=config.quota_window_num,
+                quota_window_size_seconds=config.quota_window_size_seconds,
+            ),
+        )
+        self.memory_pool = SimpleMemoryPool(
+            config.queued_max_request_bytes if config.queued_max_request_bytes > 0 else UNBOUNDED
+        )
+        self._stops: list[Callable[[], None]] = []
+        # the listeners as bound (a port 0 becomes the one chosen at the first start)
+        self.listeners = config.listeners
+        self.advertised = advertised
+
+    @property
+    def endpoints(self) -> tuple[ListenerEndpoint, ...]:
+        """Every listener's endpoint, with the ports bound at start."""
+        return listener_endpoints(self.listeners, self.advertised)
+
+    @property
+    def endpoint(self) -> tuple[str, int]:
+        """(host, port) of the inter-broker listener, as registered."""
+        name = self.config.inter_broker.listener
+        found = next(e for e in self.endpoints if e.listener == name)
+        return found.host, found.port
+
+    def bound(self, server: Any) -> None:
+        """Learn the ports the socket server bound (port 0: a free one, `server.ports` by
+        listener name), so a restart binds them again."""
+        ports: dict[str, int] = getattr(server, "ports", {})
+        self.listeners = tuple(
+            replace(listener, port=ports.get(listener.name, listener.port))
+            for listener in self.listeners
+        )
+
+    def _entity_quota(self, path: str) -> Any:
+        """An entity's raw config by its path under /config (the quota managers' lookup)."""
+        entity_type, _, name = path.partition("/")
+        entity = QuotaEntity.from_path(entity_type, name)
+        return self.credentials.configs.configs.get(entity) if entity is not None else None
+
+    def start(self) -> BrokerSecurity:
+        config = self.config
+        if config.authorizer.enabled:
+            self.authorizer = AclAuthorizer(config.authorizer)
+            self._start_acl_store()
+        _log.info(
+            "broker.security",
+            broker=self.broker_id,
+            listeners=[listener.url() for listener in self.listeners],
+            inter_broker_listener=config.inter_broker.listener,
+            authorizer=self.authorizer is not None,
+            acl_store=self.acl_store is not None,
+            queued_max_request_bytes=config.queued_max_request_bytes,
+        )
+        return self
+
+    def _start_acl_store(self) -> None:
+        """The ACL store: loads `/kafka-acl` into the authorizer and follows
+        `/kafka-acl-changes` (stopped before the broker's ZooKeeper session closes)."""
+        if self.authorizer is None or self._zk is None:
+            return
+        store = AclStore(self._zk, self.authorizer, broker_id=self.broker_id, clock=self.clock)
+        store.start()
+        self.acl_store = store
+        self._stops.append(store.stop)
+
+    def socket_server_options(self, server_type: Callable[..., Any]) -> dict[str, Any]:
+        """The keyword arguments of `server_type` (the `SocketServer`) for these listeners,
+        those it takes (each part adds its own)."""
+        offered: dict[str, Any] = {
+            "listeners": self.listeners,
+            "sasl": self.config.sasl,
+            "scram": self.credentials.scram_credential,
+            "timer": self.timer,
+            "memory_pool": self.memory_pool,
+            "security": self.config,
+        }
+        parameters = inspect.signature(server_type).parameters
+        return {k: v for k, v in offered.items() if k in parameters and v is not None}
+
+    def kafka_apis_options(self, apis_type: Callable[..., Any]) -> dict[str, Any]:
+        """KafkaApis' keyword arguments for the authorizer and the quotas (those it takes)."""
+        offered = {"authorizer": self.authorizer}
+        parameters = inspect.signature(apis_type).parameters
+        return {k: v for k, v in offered.items() if k in parameters and v is not None}
+
+    def stop(self) -> None:
+        """Stop what `start` started, in reverse order."""
+        while self._stops:
+            stop = self._stops.pop()
+            with contextlib.suppress(Exception):
+                stop()
