@@ -4,7 +4,9 @@ CreatePartitions (ALTER on each topic), DescribeConfigs / AlterConfigs /
 IncrementalAlterConfigs (DESCRIBE_CONFIGS / ALTER_CONFIGS on each topic, on the cluster for a
 broker or broker logger), DescribeLogDirs (DESCRIBE on the cluster), ElectLeaders and
 AlterPartitionReassignments (ALTER on the cluster), ListPartitionReassignments (DESCRIBE on the
-cluster) and DescribeCluster (KIP-430's authorized operations)."""
+cluster), DescribeCluster (KIP-430's authorized operations), DescribeClientQuotas /
+AlterClientQuotas (DESCRIBE_CONFIGS / ALTER_CONFIGS on the cluster) and
+DescribeUserScramCredentials / AlterUserScramCredentials (DESCRIBE / ALTER on the cluster)."""
 
 from __future__ import annotations
 
@@ -29,14 +31,18 @@ from kafkactor.network.steps import Answer, Step
 from kafkactor.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 __all__ = [
+    "alter_client_quotas",
     "alter_configs",
     "alter_partition_reassignments",
+    "alter_user_scram_credentials",
     "create_partitions",
     "create_topics",
     "delete_topics",
+    "describe_client_quotas",
     "describe_cluster",
     "describe_configs",
     "describe_log_dirs",
+    "describe_user_scram_credentials",
     "elect_leaders",
     "incremental_alter_configs",
     "list_partition_reassignments",
@@ -367,3 +373,76 @@ def describe_cluster(
             else r
         ),
     )
+
+
+# -- client quotas and SCRAM credentials (KIP-546, KIP-554) ----------------------------------------
+
+DESCRIBE_CLIENT_QUOTAS: Final = 48
+ALTER_CLIENT_QUOTAS: Final = 49
+DESCRIBE_USER_SCRAM_CREDENTIALS: Final = 50
+ALTER_USER_SCRAM_CREDENTIALS: Final = 51
+
+
+def describe_client_quotas(
+    auth: RequestAuthorization, header: RequestHeader, body: Any, serve: Serve
+) -> Step:
+    """DESCRIBE_CONFIGS on the cluster, else the response's error (no entries)."""
+    if auth.cluster(AclOperation.DESCRIBE_CONFIGS):
+        return serve(body)
+    message = AUTHORIZATION_MESSAGES[CLUSTER_REFUSED]
+    return _answer(header, error_code=CLUSTER_REFUSED, error_message=message, entries=None)
+
+
+def alter_client_quotas(
+    auth: RequestAuthorization, header: RequestHeader, body: Any, serve: Serve
+) -> Step:
+    """ALTER_CONFIGS on the cluster, else each entry refused."""
+    if auth.cluster(AclOperation.ALTER_CONFIGS):
+        return serve(body)
+    schema = response_type(ALTER_CLIENT_QUOTAS, header.api_version)
+    entry_type = nested(schema, "EntryData")
+    entity_type = nested(schema, "EntityData")
+    # built directly: `build`'s own first parameter is named `entity`, as these fields are
+    entries = tuple(
+        entry_type(
+            error_code=CLUSTER_REFUSED,
+            error_message=AUTHORIZATION_MESSAGES[CLUSTER_REFUSED],
+            entity=tuple(
+                entity_type(entity_type=e.entity_type, entity_name=e.entity_name)
+                for e in entry.entity
+            ),
+        )
+        for entry in body.entries
+    )
+    return _answer(header, entries=entries)
+
+
+def describe_user_scram_credentials(
+    auth: RequestAuthorization, header: RequestHeader, body: Any, serve: Serve
+) -> Step:
+    """DESCRIBE on the cluster, else the response's error (no results)."""
+    if auth.cluster(AclOperation.DESCRIBE):
+        return serve(body)
+    message = AUTHORIZATION_MESSAGES[CLUSTER_REFUSED]
+    return _answer(header, error_code=CLUSTER_REFUSED, error_message=message, results=())
+
+
+def alter_user_scram_credentials(
+    auth: RequestAuthorization, header: RequestHeader, body: Any, serve: Serve
+) -> Step:
+    """ALTER on the cluster, else each user named (sorted, once) refused."""
+    if auth.cluster(AclOperation.ALTER):
+        return serve(body)
+    schema = response_type(ALTER_USER_SCRAM_CREDENTIALS, header.api_version)
+    result_type = nested(schema, "AlterUserScramCredentialsResult")
+    users = sorted({d.name for d in body.deletions} | {u.name for u in body.upsertions})
+    results = tuple(
+        build(
+            result_type,
+            user=u,
+            error_code=CLUSTER_REFUSED,
+            error_message=AUTHORIZATION_MESSAGES[CLUSTER_REFUSED],
+        )
+        for u in users
+    )
+    return _answer(header, results=results)

@@ -3,7 +3,8 @@
 `authorization_group_checks`, `authorization_admin_checks` and `authorization_txn_checks`).
 
 ApiVersions, SaslHandshake and SaslAuthenticate have none: a client asks them before it is
-anyone. The ACL, SCRAM-credential and client-quota APIs check the cluster themselves.
+anyone. The ACL APIs check the cluster themselves (`acl_apis`: they need the authorizer's
+ACLs anyway).
 """
 
 from __future__ import annotations
@@ -60,6 +61,10 @@ CHECKS: Final[Mapping[int, Check]] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: admin.alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: admin.list_partition_reassignments,
     ApiKey.DESCRIBE_CLUSTER: admin.describe_cluster,
+    admin.DESCRIBE_CLIENT_QUOTAS: admin.describe_client_quotas,
+    admin.ALTER_CLIENT_QUOTAS: admin.alter_client_quotas,
+    admin.DESCRIBE_USER_SCRAM_CREDENTIALS: admin.describe_user_scram_credentials,
+    admin.ALTER_USER_SCRAM_CREDENTIALS: admin.alter_user_scram_credentials,
     ApiKey.INIT_PRODUCER_ID: txn.init_producer_id,
     ApiKey.ADD_PARTITIONS_TO_TXN: txn.add_partitions_to_txn,
     ApiKey.ADD_OFFSETS_TO_TXN: txn.add_offsets_to_txn,

@@ -214,6 +214,43 @@ def same(a: Step, b: Step) -> None:
         assert a.reason == b.reason
 
 
+def _quota_and_scram_sample(api: int, version: int) -> Any:
+    """DescribeClientQuotas, AlterClientQuotas, DescribeUserScramCredentials and
+    AlterUserScramCredentials (48-51), which tests/network/wire.py has no sample of."""
+    schema = request_schema(api, version)
+    if api == 48:
+        return make(schema, components=(), strict=False)
+    if api == 49:
+        entry, entity, op = (nested(schema, n) for n in ("EntryData", "EntityData", "OpData"))
+        return make(
+            schema,
+            entries=(
+                entry(
+                    entity=(entity(entity_type="user", entity_name="bob"),),
+                    ops=(op(key="producer_byte_rate", value=1024.0, remove=False),),
+                ),
+            ),
+            validate_only=False,
+        )
+    if api == 50:
+        return make(schema, users=(nested(schema, "UserName")(name="bob"),))
+    deletion = nested(schema, "ScramCredentialDeletion")
+    upsertion = nested(schema, "ScramCredentialUpsertion")
+    return make(
+        schema,
+        deletions=(deletion(name="carol", mechanism=1),),
+        upsertions=(
+            upsertion(name="bob", mechanism=1, iterations=4096, salt=b"s", salted_password=b"p"),
+        ),
+    )
+
+
+def sample(api: ApiKey, version: int) -> Any:
+    if int(api) in (48, 49, 50, 51):
+        return _quota_and_scram_sample(int(api), version)
+    return sample_request(api, version)
+
+
 #: every served API that has a check (the ACL, SCRAM and quota APIs check themselves)
 EVERY: Final = [
     (ApiKey(a), v) for a in sorted(CHECKS) if a in SUPPORTED for v in served_range(ApiKey(a))
@@ -225,7 +262,7 @@ EVERY: Final = [
 
 @pytest.mark.parametrize(("api", "version"), EVERY)
 def test_everything_allowed_is_served_as_without_an_authorizer(api: ApiKey, version: int) -> None:
-    body = sample_request(api, version)
+    body = sample(api, version)
     same(handle(apis(AllowAll()), api, version, body), handle(apis(), api, version, body))
 
 
@@ -274,12 +311,14 @@ REFUSED: Final[dict[ApiKey, set[ErrorCode]]] = {
 }
 
 
-@pytest.mark.parametrize(("api", "version"), [(a, v) for a, v in EVERY if a in REFUSED])
+@pytest.mark.parametrize(
+    ("api", "version"), [(a, v) for a, v in EVERY if a in REFUSED or int(a) in (48, 49, 50, 51)]
+)
 def test_nothing_allowed_is_refused_at_once_with_kafkas_error(api: ApiKey, version: int) -> None:
     authorizer = FakeAuthorizer()
-    step = handle(apis(authorizer), api, version, sample_request(api, version))
+    step = handle(apis(authorizer), api, version, sample(api, version))
     body = answer(step, api, version)
-    expected = REFUSED[api]
+    expected = REFUSED.get(api, CLUSTER_REFUSED)  # the quota and SCRAM APIs: the cluster's
     if api == ApiKey.DESCRIBE_LOG_DIRS and version < 3:
         expected = set()  # Kafka 2.8: no log dirs, no error field before v3
         assert body.results == ()
