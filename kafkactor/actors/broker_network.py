@@ -36,6 +36,7 @@ def start_network(broker: Broker) -> SocketServer:
         properties=config.properties
         or BrokerProperties(log_config=config.log_manager.default_log_config),
         topic_configs=broker._topic_config_repository(),
+        entity_configs=broker._entity_config_admin(),
         **extra,
     )
     ref = KafkaApisActor.start(

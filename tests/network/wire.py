@@ -99,6 +99,7 @@ def _filler(kafka_type: str, python_type: Any, name: str, seed: int) -> Any:
         "int16": i16(300 + seed),
         "int32": i32(70_000 + seed),
         "int64": i64(2**40 + seed),
+        "float64": 1.5 + seed,  # DescribeClientQuotas' and AlterClientQuotas' quota values
         "bool": True,
         "string": f"{name}-{seed}",
         "bytes": f"{name}-{seed}".encode(),

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from concurrent.futures import Future
+from typing import Any, cast
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import (
-    AdminClient,
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._scram import (  # re-exported by confluent_kafka.admin, untyped
     ScramCredentialInfo,
     ScramMechanism,
     UserScramCredentialDeletion,
@@ -77,6 +78,11 @@ def _alter(admin: AdminClient, *alterations: Any) -> dict[str, KafkaError | None
     return outcome
 
 
+def _described(admin: AdminClient, *users: str) -> dict[str, Future[Any]]:
+    """describe_user_scram_credentials of named users: a future per user."""
+    return cast(dict[str, Future[Any]], admin.describe_user_scram_credentials(list(users)))
+
+
 def _upsert(user: str, mechanism: ScramMechanism, iterations: int, password: bytes) -> Any:
     return UserScramCredentialUpsertion(
         user, ScramCredentialInfo(mechanism, iterations), password, SALT
@@ -96,7 +102,7 @@ def test_credentials_altered_then_described_are_stored_as_kafka_stores_them(
         _upsert("bob", ScramMechanism.SCRAM_SHA_512, 4096, b"bob-secret"),
     )
     assert outcome == {"alice": None, "bob": None}
-    described = admin.describe_user_scram_credentials(["alice", "bob"])
+    described = _described(admin, "alice", "bob")
     alice = described["alice"].result(timeout=WAIT_S)
     infos = {(i.mechanism, i.iterations) for i in alice.scram_credential_infos}
     assert infos == {(ScramMechanism.SCRAM_SHA_256, 8192), (ScramMechanism.SCRAM_SHA_512, 4096)}
@@ -110,14 +116,14 @@ def test_credentials_altered_then_described_are_stored_as_kafka_stores_them(
     notified = [zk.get(f"/config/changes/{c}")[0] for c in zk.get_children("/config/changes")]
     assert b'{"version":2,"entity_path":"users/alice"}' in notified
 
-    everyone = admin.describe_user_scram_credentials().result(timeout=WAIT_S)
+    everyone = cast(Future[Any], admin.describe_user_scram_credentials()).result(timeout=WAIT_S)
     assert {"alice", "bob"} <= set(everyone)
 
 
 def test_kafkas_errors_for_unknown_users_and_unacceptable_credentials(
     admin: AdminClient, zk: Any
 ) -> None:
-    described = admin.describe_user_scram_credentials(["nobody"])
+    described = _described(admin, "nobody")
     with pytest.raises(KafkaException) as missing:
         described["nobody"].result(timeout=WAIT_S)
     assert missing.value.args[0].code() == KafkaError.RESOURCE_NOT_FOUND
@@ -144,7 +150,7 @@ def test_a_deleted_credential_is_gone(admin: AdminClient, zk: Any) -> None:
     }
     assert _user_config(zk, "dave") == {}
     with pytest.raises(KafkaException) as gone:
-        admin.describe_user_scram_credentials(["dave"])["dave"].result(timeout=WAIT_S)
+        _described(admin, "dave")["dave"].result(timeout=WAIT_S)
     assert gone.value.args[0].code() == KafkaError.RESOURCE_NOT_FOUND
 
 
