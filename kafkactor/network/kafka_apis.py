@@ -32,7 +32,6 @@ from kafkactor.messages.replication import (
     ProduceRequest,
     ProduceResponse,
 )
-from kafkactor.network.acl_apis import create_acls, delete_acls, describe_acls
 from kafkactor.network.admin_apis import AdminApis, KafkaApisConfig, ProducerIdSource, TopicAdmin
 from kafkactor.network.alter_config_apis import AlterConfigApis, TopicConfigAdmin
 from kafkactor.network.api_versions import SUPPORTED, ApiKey
@@ -387,9 +386,6 @@ class KafkaApis:
         ApiKey.ALTER_CONFIGS: _alter_configs,
         ApiKey.INCREMENTAL_ALTER_CONFIGS: _incremental_alter_configs,
         ApiKey.DESCRIBE_CLUSTER: _describe_cluster,
-        ApiKey.DESCRIBE_ACLS: lambda apis, h, b: describe_acls(apis.authorizer, h, b),
-        ApiKey.CREATE_ACLS: lambda apis, h, b: create_acls(apis.authorizer, h, b),
-        ApiKey.DELETE_ACLS: lambda apis, h, b: delete_acls(apis.authorizer, h, b),
         ApiKey.DELETE_RECORDS: lambda apis, header, body: delete_records(
             apis.broker_id, header.api_version, body
         ),
