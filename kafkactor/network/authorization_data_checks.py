@@ -146,10 +146,11 @@ def produce(auth: RequestAuthorization, header: RequestHeader, body: Any, serve:
     reads no answer: a refusal closes its connection, after the others were appended."""
     acks = int(body.acks)
     transactional_id = body.transactional_id
-    if (
-        transactional_id is not None
-        and has_transactional_records(body)
-        and not auth.allowed(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+    transactional = has_transactional_records(body)
+    if transactional and transactional_id is None:
+        return serve(body)  # the handler refuses it whole (no transactional id to authorize)
+    if transactional and not auth.allowed(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, str(transactional_id)
     ):
         if acks == 0:
             return Close("produce refused: TRANSACTIONAL_ID_AUTHORIZATION_FAILED")
@@ -163,25 +164,29 @@ def produce(auth: RequestAuthorization, header: RequestHeader, body: Any, serve:
         )
         return answer_of(schema, responses=refused)
     denied = auth.denied(AclOperation.WRITE, ResourceType.TOPIC, _topic_names(body, PRODUCE))
-    if not denied:
-        return serve(body)
-    if acks == 0:
-        reason = (
-            "an acks=0 produce failed ("
-            + ", ".join(f"{t}: TOPIC_AUTHORIZATION_FAILED" for t in sorted(denied))
-            + ")"
-        )
-
-        def closed(final: Step) -> Step:
-            return Close(reason) if isinstance(final, (NoAnswer, Answer)) else final
-
-        kept = tuple(t for t in body.topic_data if t.name not in denied)
-        if not kept:
-            return Close(reason)
-        return map_step(serve(dataclasses.replace(body, topic_data=kept)), closed)
+    if denied and acks == 0:
+        return _acks0_refused(body, serve, denied)
     return split_topics(
         header, body, serve, PRODUCE, denied=denied, error=TOPIC_REFUSED, fields=_PRODUCE_REFUSED
     )
+
+
+def _acks0_refused(body: Any, serve: Serve, denied: frozenset[str]) -> Step:
+    """An acks=0 producer reads no answer: the others appended, its connection is closed
+    (Kafka's only way to tell it of an error)."""
+    reason = (
+        "an acks=0 produce failed ("
+        + ", ".join(f"{t}: TOPIC_AUTHORIZATION_FAILED" for t in sorted(denied))
+        + ")"
+    )
+
+    def closed(final: Step) -> Step:
+        return Close(reason) if isinstance(final, (NoAnswer, Answer)) else final
+
+    kept = tuple(t for t in body.topic_data if t.name not in denied)
+    if not kept:
+        return Close(reason)
+    return map_step(serve(dataclasses.replace(body, topic_data=kept)), closed)
 
 
 # -- Fetch, ListOffsets, OffsetForLeaderEpoch, DeleteRecords ----------------------------------

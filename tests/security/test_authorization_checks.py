@@ -26,6 +26,9 @@ from kafkactor.messages.group import (
     OffsetCommitPartitionResult,
     OffsetCommitRequest,
     OffsetCommitResponse,
+    OffsetDeletePartitionResult,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
     OffsetFetchPartitionResult,
     OffsetFetchRequest,
     OffsetFetchResponse,
@@ -40,9 +43,12 @@ from kafkactor.messages.replication import (
     ProduceResponse,
 )
 from kafkactor.messages.transaction import (
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
     ListTransactionsRequest,
     ListTransactionsResponse,
     TransactionDescription,
+    TxnPartition,
 )
 from kafkactor.network.api_versions import SUPPORTED, ApiKey
 from kafkactor.network.authorization_checks import CHECKS
@@ -772,3 +778,106 @@ def test_the_checks_ask_with_the_requests_principal_and_address() -> None:
     authorizer = FakeAuthorizer({(Op.WRITE, Res.TOPIC, TOPIC)})
     handle(apis(authorizer), ApiKey.PRODUCE, 8, produce_request(8, batch(b"v")))
     assert authorizer.asked == [("User:alice", HOST, (Op.WRITE, Res.TOPIC, TOPIC))]
+
+
+# -- more partial refusals -----------------------------------------------------------------------
+
+
+def test_a_transactional_produce_without_a_transactional_id_is_refused_whole() -> None:
+    records = build_batch(
+        [Record(key=None, value=b"t", timestamp_ms=1_000)],
+        0,
+        producer_id=9,
+        producer_epoch=0,
+        base_sequence=0,
+        is_transactional=True,
+    )
+    body = produce_request(8, records)
+    secret = produce_request(8, records, topic=SECRET)
+    body = dataclasses.replace(body, topic_data=body.topic_data + secret.topic_data)
+    step = handle(granting((Op.WRITE, Res.TOPIC, TOPIC)), ApiKey.PRODUCE, 8, body)
+    assert error_codes(answer(step, ApiKey.PRODUCE, 8)) == TXN_REFUSED
+
+
+def test_offset_delete_refuses_unreadable_topics_unless_the_group_fails_whole() -> None:
+    body = sample_request(ApiKey.OFFSET_DELETE, 0)  # TOPIC 0-1 and "other" 0
+    kafka_apis = granting((Op.DELETE, Res.GROUP, "a-group"), (Op.READ, Res.TOPIC, TOPIC))
+    two = dataclasses.replace(
+        LED, partitions=(LED.partitions[0], dataclasses.replace(LED.partitions[0], partition=1))
+    )
+    for coordinator, expected in [
+        (
+            OffsetDeleteResponse(
+                partitions=(
+                    OffsetDeletePartitionResult(topic=TOPIC, partition=0),
+                    OffsetDeletePartitionResult(topic=TOPIC, partition=1),
+                )
+            ),
+            {
+                TOPIC: [ErrorCode.NONE, ErrorCode.NONE],
+                "other": [ErrorCode.TOPIC_AUTHORIZATION_FAILED],
+            },
+        ),
+        (OffsetDeleteResponse(error_code=ErrorCode.GROUP_ID_NOT_FOUND), {}),
+    ]:
+        _, checked = asked(handle(kafka_apis, ApiKey.OFFSET_DELETE, 0, body), MetadataRequest)
+        request, then = asked(checked(metadata_of(two)), OffsetDeleteRequest)
+        assert {p.topic for p in request.partitions} == {TOPIC}
+        answered = answer(then(coordinator), ApiKey.OFFSET_DELETE, 0)
+        topics = {t.name: [p.error_code for p in t.partitions] for t in answered.topics}
+        assert topics == expected
+        assert answered.error_code == coordinator.error_code
+
+
+def test_describe_transactions_refuses_ids_and_hides_topics_alice_may_not_describe() -> None:
+    body = make(request_schema(ApiKey.DESCRIBE_TRANSACTIONS, 0), transactional_ids=("a", "b"))
+    kafka_apis = granting((Op.DESCRIBE, Res.TRANSACTIONAL_ID, "b"), (Op.DESCRIBE, Res.TOPIC, TOPIC))
+    request, then = asked(
+        handle(kafka_apis, ApiKey.DESCRIBE_TRANSACTIONS, 0, body), DescribeTransactionsRequest
+    )
+    assert request.transactional_ids == ("b",)
+    described = TransactionDescription(
+        transactional_id="b",
+        state="Ongoing",
+        transaction_start_time_ms=1_000,
+        partitions=(
+            TxnPartition(topic=TOPIC, partition=0),
+            TxnPartition(topic=SECRET, partition=0),
+        ),
+    )
+    states = answer(
+        then(DescribeTransactionsResponse(transactions=(described,))),
+        ApiKey.DESCRIBE_TRANSACTIONS,
+        0,
+    ).transaction_states
+    assert [(s.transactional_id, s.error_code) for s in states] == [
+        ("a", ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+        ("b", ErrorCode.NONE),
+    ]
+    assert [t.topic for t in states[1].topics] == [TOPIC]
+
+
+def test_alter_configs_refuses_a_broker_without_alter_configs_on_the_cluster() -> None:
+    body = sample_request(ApiKey.ALTER_CONFIGS, 1)  # a topic and a broker
+    step = handle(granting((Op.ALTER_CONFIGS, Res.TOPIC, TOPIC)), ApiKey.ALTER_CONFIGS, 1, body)
+    kept = [r.resource_type for r in body.resources if r.resource_type == 2]
+    assert kept  # the topic is altered, the broker refused after it
+    final: Step = step
+    while isinstance(final, (Ask, Admin)):
+        final = final.then(metadata_of(LED)) if isinstance(final, Ask) else final.then(final.work())
+    responses = answer(final, ApiKey.ALTER_CONFIGS, 1).responses
+    assert [(r.resource_type, r.error_code, r.error_message) for r in responses][-1] == (
+        4,
+        ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+        None,
+    )
+    assert {r.resource_type for r in responses} == {2, 4}
+
+
+def test_offset_for_leader_epoch_with_cluster_action_reads_every_topic() -> None:
+    body = sample_request(ApiKey.OFFSET_FOR_LEADER_EPOCH, 3)
+    cluster = granting((Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME))
+    same(
+        handle(cluster, ApiKey.OFFSET_FOR_LEADER_EPOCH, 3, body),
+        handle(apis(), ApiKey.OFFSET_FOR_LEADER_EPOCH, 3, body),
+    )
