@@ -12,8 +12,16 @@ whether the broker it asks is in its process.
   controller channel and fetcher threads have their own, so a fetch waiting for data on the
   leader (a long poll) never holds a LeaderAndIsr up behind it. A broker answers a
   connection's requests in order, so each connection keeps its requests in flight in a queue.
-- **Where peers are**: `endpoint(broker)` (the broker's registration in ZooKeeper), asked at
-  every connect, so a broker that restarted elsewhere is found.
+- **Where peers are**: `endpoint(broker)` (the broker's registration in ZooKeeper: its
+  inter-broker listener's endpoint), asked at every connect, so a broker that restarted
+  elsewhere is found.
+- **Security** (`security`, the broker's `InterBrokerSecurity`): on an SSL / SASL_SSL
+  inter-broker listener the connection is TLS (`ssl_factory.client_context`: the trust store,
+  the peer's host name checked unless `ssl.endpoint.identification.algorithm` is empty, the
+  broker's key store as its client certificate); on a SASL one the broker logs in before its
+  first request (`sasl_client`: ApiVersions, SaslHandshake v1, SaslAuthenticate with PLAIN or
+  SCRAM). A failed handshake or login is a failed connect: backoff and an event with the
+  reason, never the password.
 - **Failures.** A connect that fails is retried with exponential backoff
   (`reconnect.backoff.ms` to `reconnect.backoff.max.ms`); requests queued meanwhile wait up to
   `request.timeout.ms`. A request not answered within `request.timeout.ms` (plus the wait a
@@ -46,6 +54,9 @@ from kafkactor.actors.runtime.hops import new_envelope
 from kafkactor.messages import Envelope, ErrorCode, ErrorResponse, Request, Response
 from kafkactor.network.codec import decode_response, encode_request
 from kafkactor.network.inter_broker import WireCall, wire_call
+from kafkactor.security.sasl_client import SaslClientError, SaslLogin, authenticate
+from kafkactor.security.security_config import InterBrokerSecurity
+from kafkactor.security.ssl_factory import client_context
 from kafkactor.timer import Clock, SystemClock
 
 __all__ = ["NetworkClient", "NetworkClientConfig"]
@@ -91,6 +102,7 @@ class NetworkClient:
         *,
         clock: Clock | None = None,
         config: NetworkClientConfig | None = None,
+        security: InterBrokerSecurity | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.directory = directory
@@ -98,6 +110,15 @@ class NetworkClient:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.config = config if config is not None else NetworkClientConfig()
         self.client_id = f"broker-{broker_id}"
+        # TLS and SASL on the inter-broker listener (a key store that cannot be read fails
+        # here, when the broker starts, not at its first connection)
+        tls = security.ssl if security is not None else None
+        self.ssl_context = client_context(tls) if tls is not None else None
+        self.login: SaslLogin | None = None
+        if security is not None and security.mechanism is not None:
+            self.login = SaslLogin(
+                security.mechanism, security.username or "", security.password or ""
+            )
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._run, name=f"broker-{broker_id}-network-client", daemon=True
@@ -309,11 +330,15 @@ class _Connection:
                 return
             try:
                 reader, writer = await self._connect()
-            except (TimeoutError, OSError, LookupError) as error:
+            except (TimeoutError, OSError, EOFError, LookupError, SaslClientError) as error:
                 self._expire_queued()
                 await asyncio.sleep(backoff_ms / 1000)
                 backoff_ms = min(backoff_ms * 2, self.config.reconnect_backoff_max_ms)
                 reason = str(error) or type(error).__name__
+                if isinstance(error, SaslClientError):
+                    reason = f"SASL authentication failed: {reason}"
+                elif isinstance(error, EOFError):
+                    reason = "the broker closed the connection while authenticating"
                 if reason != self.last_failure:  # once per outage, not once per attempt
                     self._log("network.client_connect_failed", reason=reason)
                     self.last_failure = reason
@@ -351,7 +376,23 @@ class _Connection:
         if found is None:
             raise LookupError(f"broker {self.peer} is not registered")
         host, port = found
-        return await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+        tls = self.client.ssl_context
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(
+                host, port, ssl=tls, server_hostname=host if tls is not None else None
+            ),
+            timeout_s,
+        )
+        login = self.client.login
+        if login is not None:
+            try:
+                await asyncio.wait_for(
+                    authenticate(reader, writer, login, self.client.client_id), timeout_s
+                )
+            except BaseException:
+                writer.close()
+                raise
+        return reader, writer
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> str:
         """Write what is queued and read the answers until the connection fails; why it did."""
