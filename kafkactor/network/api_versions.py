@@ -110,6 +110,12 @@ SUPPORTED: Final[dict[ApiKey, tuple[int, int]]] = {
     # v0 was removed in Kafka 4 and is absent from kio
     ApiKey.WRITE_TXN_MARKERS: (1, 1),
     ApiKey.TXN_OFFSET_COMMIT: (0, 3),
+    # Kafka 2.8 serves 0-2 (v1 adds the pattern type, KIP-290; v2 is flexible). v0, removed in
+    # Kafka 4, is absent from kio and not served: librdkafka, kafka-python and the Java
+    # client negotiate v1 or v2 with a broker that lists 1-2
+    ApiKey.DESCRIBE_ACLS: (1, 2),
+    ApiKey.CREATE_ACLS: (1, 2),
+    ApiKey.DELETE_ACLS: (1, 2),
     # KIP-664's admin APIs, v0 (v1 adds a duration filter)
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 0),

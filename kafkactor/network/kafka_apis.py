@@ -32,6 +32,7 @@ from kafkactor.messages.replication import (
     ProduceRequest,
     ProduceResponse,
 )
+from kafkactor.network.acl_apis import create_acls, delete_acls, describe_acls
 from kafkactor.network.admin_apis import AdminApis, KafkaApisConfig, ProducerIdSource, TopicAdmin
 from kafkactor.network.alter_config_apis import AlterConfigApis, TopicConfigAdmin
 from kafkactor.network.api_versions import SUPPORTED, ApiKey
@@ -419,6 +420,9 @@ class KafkaApis:
         ApiKey.LIST_PARTITION_REASSIGNMENTS: lambda apis, header, body: (
             list_partition_reassignments(apis.broker_id, header.api_version, body)
         ),
+        ApiKey.DESCRIBE_ACLS: lambda apis, h, b: describe_acls(apis.authorizer, h, b),
+        ApiKey.CREATE_ACLS: lambda apis, h, b: create_acls(apis.authorizer, h, b),
+        ApiKey.DELETE_ACLS: lambda apis, h, b: delete_acls(apis.authorizer, h, b),
         ApiKey.DESCRIBE_CLIENT_QUOTAS: _scram_quota(ScramQuotaApis.describe_client_quotas),
         ApiKey.ALTER_CLIENT_QUOTAS: _scram_quota(ScramQuotaApis.alter_client_quotas),
         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _scram_quota(

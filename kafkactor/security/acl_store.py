@@ -38,7 +38,12 @@ from kazoo.protocol.states import KazooState
 
 from kafkactor.security import acl_znodes as znodes
 from kafkactor.security.acl import AclBinding, ResourcePattern
-from kafkactor.security.authorizer import AccessControlEntry, AclAuthorizer, AclBindingFilter
+from kafkactor.security.authorizer import (
+    AccessControlEntry,
+    AclAuthorizer,
+    AclBindingFilter,
+    DeletedBinding,
+)
 from kafkactor.timer import Clock, SystemClock
 from kafkactor.tracing import get_logger
 
@@ -57,14 +62,6 @@ class InvalidAclBindingError(ValueError):
 
 class AclUpdateFailedError(RuntimeError):
     """A resource's znode could not be rewritten within the retries (UNKNOWN_SERVER_ERROR)."""
-
-
-@dataclass(frozen=True, slots=True)
-class DeletedBinding:
-    """One ACL a DeleteAcls filter removed; `error` when its resource's write failed."""
-
-    binding: AclBinding
-    error: Exception | None = None
 
 
 @dataclass(slots=True)
@@ -91,7 +88,9 @@ class AclStore:
 
     `zookeeper_client_getter` returns the broker's ZooKeeper client of the moment (kazoo's
     `KazooClient` or the embedded model's client); `authorizer` is the `AclAuthorizer` whose
-    snapshot this store keeps current. `broker_id` only labels events.
+    snapshot this store keeps current, and whose `writer` this store becomes (CreateAcls and
+    DeleteAcls reach it through the authorizer, as through Kafka's `Authorizer`). `broker_id`
+    only labels events.
     """
 
     def __init__(
@@ -106,6 +105,7 @@ class AclStore:
     ) -> None:
         self._zk = zookeeper_client_getter
         self.authorizer = authorizer
+        authorizer.writer = self
         self.broker_id = broker_id
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.expiration_ms = expiration_ms

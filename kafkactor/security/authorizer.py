@@ -21,10 +21,10 @@ this module's business: the store calls `update` / `replace_all`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Final
+from typing import Final, Protocol
 
 from kafkactor.security.acl import (
     WILDCARD,
@@ -46,6 +46,8 @@ __all__ = [
     "AclAuthorizer",
     "AclBindingFilter",
     "AclSnapshot",
+    "AclWriter",
+    "DeletedBinding",
     "authorized_operations_bits",
 ]
 
@@ -172,6 +174,23 @@ class AclBindingFilter:
 Acls = frozenset[AccessControlEntry]
 
 
+@dataclass(frozen=True, slots=True)
+class DeletedBinding:
+    """One ACL a DeleteAcls filter removed; `error` when writing its resource failed."""
+
+    binding: AclBinding
+    error: Exception | None = None
+
+
+class AclWriter(Protocol):
+    """Where an authorizer's ACLs are written (Kafka's `Authorizer.createAcls` / `deleteAcls`):
+    `acl_store.AclStore`, which keeps the authorizer's snapshot current."""
+
+    def create_acls(self, bindings: Sequence[AclBinding]) -> list[Exception | None]: ...
+
+    def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[list[DeletedBinding]]: ...
+
+
 class AclSnapshot:
     """Every ACL at one moment, by resource pattern; never changed once built."""
 
@@ -233,7 +252,9 @@ class AclAuthorizer:
     `config` gives `super.users` and `allow.everyone.if.no.acl.found`. `authorize` is the
     `Authorizer` protocol KafkaApis asks; `authorized_operations` is KIP-430's set;
     `acls(filter)` DescribeAcls' answer. `update(pattern, entries)` and `replace_all` swap in
-    a new snapshot: the ACL store calls them after reading ZooKeeper.
+    a new snapshot: the ACL store calls them after reading ZooKeeper. `writer` is where
+    CreateAcls and DeleteAcls write (the `AclStore` made for this authorizer sets itself
+    there); None: ACLs cannot be changed through the wire (SECURITY_DISABLED).
     """
 
     def __init__(self, config: AuthorizerConfig | None = None) -> None:
@@ -245,6 +266,7 @@ class AclAuthorizer:
         self.allow_everyone_if_no_acl_found = config.allow_everyone_if_no_acl_found
         self._snapshot = AclSnapshot()
         self._writer = threading.Lock()
+        self.writer: AclWriter | None = None
 
     @property
     def snapshot(self) -> AclSnapshot:
@@ -332,6 +354,47 @@ class AclAuthorizer:
     def acls(self, acl_filter: AclBindingFilter) -> list[AclBinding]:
         """The ACL bindings the filter matches (DescribeAcls)."""
         return self._snapshot.bindings(acl_filter)
+
+    def authorize_by_resource_type(
+        self,
+        principal: KafkaPrincipal,
+        host: str,
+        operation: AclOperation,
+        resource_type: ResourceType,
+    ) -> bool:
+        """Kafka's `authorizeByResourceType` (KIP-679; InitProducerId's fallback): may
+        `principal` do `operation` (or ALL) on some resource of the type, by an ALLOW that no
+        DENY covers? A literal `*` DENY refuses all; a DENY prefix refuses the ALLOWs it is a
+        prefix of; a literal DENY refuses its name's literal ALLOW."""
+        if principal in self.super_users:
+            return True
+        who = (str(principal), WILDCARD_PRINCIPAL)
+        hosts = (host, WILDCARD)
+        ops = (operation, AclOperation.ALL)
+        names: dict[tuple[AclPermissionType, PatternType], set[str]] = {}
+        snapshot = self._snapshot
+        for pattern in snapshot.patterns():
+            if pattern.resource_type is not resource_type:
+                continue
+            for entry in snapshot.get(pattern):
+                if entry.principal in who and entry.host in hosts and entry.operation in ops:
+                    key = (entry.permission, pattern.pattern_type)
+                    names.setdefault(key, set()).add(pattern.name)
+        deny_literals = names.get((AclPermissionType.DENY, PatternType.LITERAL), set())
+        deny_prefixes = names.get((AclPermissionType.DENY, PatternType.PREFIXED), set())
+        allow_literals = names.get((AclPermissionType.ALLOW, PatternType.LITERAL), set())
+        allow_prefixes = names.get((AclPermissionType.ALLOW, PatternType.PREFIXED), set())
+        if WILDCARD in deny_literals:
+            return False
+        if self.allow_everyone_if_no_acl_found:
+            return True
+
+        def dominated(name: str) -> bool:
+            return any(name[:end] in deny_prefixes for end in range(len(name) + 1))
+
+        return any(not dominated(p) for p in allow_prefixes) or any(
+            n == WILDCARD or (n not in deny_literals and not dominated(n)) for n in allow_literals
+        )
 
 
 def authorized_operations_bits(operations: Iterable[AclOperation]) -> int:

@@ -112,9 +112,9 @@ def test_a_frame_shorter_than_a_header_prefix_is_refused(frame: bytes) -> None:
     assert "shorter than a request header" in _refused(frame).reason
 
 
-@pytest.mark.parametrize("api_key", [-1, 17, 29, 74, 9999, 32767])
+@pytest.mark.parametrize("api_key", [-1, 34, 38, 74, 9999, 32767])
 def test_an_api_key_not_served_is_refused(api_key: int) -> None:
-    # 17 (SaslHandshake) and 29 (DescribeAcls) are Kafka's, just not served here
+    # 34 (AlterReplicaLogDirs) and 38 (CreateDelegationToken) are Kafka's, just not served here
     error = _refused(raw_header(api_key, 0, 5, b"client") + b"\x00" * 16)
     assert "unknown api key" in error.reason
     assert (error.api_key, error.api_version) == (api_key, 0)
