@@ -9,6 +9,12 @@ only writes what it answers) until it has authenticated a principal; a failed au
 stops the reading and the connection is closed `connection.failed.authentication.delay.ms`
 later, by a task on the broker's timer. Every request handed on carries the connection's
 principal and listener name in its header.
+
+The socket server's limits (`ConnectionLimits`): a connection past `max.connections` /
+`max.connections.per.ip` is closed as soon as it is made; each frame's bytes come from the
+request memory pool from its size prefix until its request is answered, and the connection
+stops being read while the pool cannot grant them; a response with `throttle_ms` (a client
+quota exceeded) is written at once, then the connection is not read until a timer task fires.
 """
 
 from __future__ import annotations
@@ -48,12 +54,16 @@ class _Slot:
         "correlation_id",
         "done",
         "frame",
+        "memory",
         "reason",
         "received_ns",
+        "throttle_ms",
         "trace_id",
     )
 
-    def __init__(self, header: RequestHeader, received_ns: int, trace_id: str) -> None:
+    def __init__(
+        self, header: RequestHeader, received_ns: int, trace_id: str, memory: int = 0
+    ) -> None:
         self.api_key = header.api_key
         self.api_version = header.api_version
         self.correlation_id = header.correlation_id
@@ -63,6 +73,8 @@ class _Slot:
         self.frame: bytes | None = None
         self.close = False
         self.reason = ""
+        self.memory = memory  # granted by the request memory pool, released when answered
+        self.throttle_ms = 0
 
 
 class Connection(asyncio.Protocol):
@@ -82,10 +94,17 @@ class Connection(asyncio.Protocol):
         self.tls = tls
         self.authenticator = authenticator
         self.principal: KafkaPrincipal = ANONYMOUS
-        self.decoder = FrameDecoder(server.config.socket_request_max_bytes)
+        pool = server.limits.pool
+        self.decoder = FrameDecoder(
+            server.config.socket_request_max_bytes,
+            pool.try_allocate if pool is not None else None,
+        )
+        self.admitted = False  # counted by the connection quotas
+        self.throttles = 0  # client-quota delays not yet passed: not read while any is
         self.transport: asyncio.Transport | None = None
         self._raw: asyncio.Transport | None = None  # the TCP transport, under TLS
         self._handshake: asyncio.Task[None] | None = None
+        self._early: list[bytes] = []  # read before start_tls returned its transport
         self.slots: OrderedDict[int, _Slot] = OrderedDict()
         self.sequence = itertools.count()
         self.last_active = time.monotonic()
@@ -107,6 +126,11 @@ class Connection(asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.peer_host = str(peer[0]) if isinstance(peer, tuple) else str(peer)
         self.connection_id = f"{self.connection_id}-{self.peer}"
+        if not self.server.limits.admit(self.listener.name, self.peer_host, self.peer):
+            self.closing = True  # max.connections / max.connections.per.ip: refused at once
+            transport.close()
+            return
+        self.admitted = True
         self.server._connections[self.connection_id] = self
         if self.tls is None:
             self.transport = transport
@@ -147,9 +171,15 @@ class Connection(asyncio.Protocol):
         self.principal = principal_of(transport.get_extra_info("peercert"))
         if self.server._all_paused:
             self._pause()
+        early, self._early = self._early, []
+        for data in early:
+            self.data_received(data)
 
     def data_received(self, data: bytes) -> None:
         if self.closing or self.failed:
+            return
+        if self.transport is None:  # TLS: the handshake is done, start_tls has not returned
+            self._early.append(data)
             return
         self.last_active = time.monotonic()
         try:
@@ -160,6 +190,16 @@ class Connection(asyncio.Protocol):
         for frame in frames:
             if not self._handle(frame):
                 return
+        if self.decoder.waiting_for_memory:
+            self._pause()  # Kafka mutes the channel until the memory pool can grant it
+            self.server.limits.wait_for_memory(self)
+
+    def retry_memory(self) -> None:
+        """Memory was released: take up the frame that waited for it, and read again."""
+        if self.closing or self.failed:
+            return
+        self.data_received(b"")
+        self._resume()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.lost:
@@ -167,6 +207,9 @@ class Connection(asyncio.Protocol):
         self.lost = True
         self.closing = True
         self.server._connection_closed(self, len(self.slots))
+        limits = self.server.limits
+        limits.release(self.decoder.granted + sum(slot.memory for slot in self.slots.values()))
+        limits.closed(self, admitted=self.admitted)
         self.slots.clear()
 
     # -- SASL ---------------------------------------------------------------------------------
@@ -209,12 +252,15 @@ class Connection(asyncio.Protocol):
 
     def _handle(self, frame: bytes) -> bool:
         """Hand one frame on; False when the connection was closed over it."""
+        memory = len(frame) if self.server.limits.pool is not None else 0
         if self.authenticator is not None and not self.authenticator.complete:
+            self.server.limits.release(memory)  # answered as soon as it is read
             return self._authenticate(frame)
         received_ns = time.monotonic_ns()
         try:
             header, body = decode_request(frame)
         except BadRequestError as error:
+            self.server.limits.release(memory)
             self.bad_request(
                 error.reason,
                 size=len(frame),
@@ -225,7 +271,7 @@ class Connection(asyncio.Protocol):
         sequence = next(self.sequence)
         # a request from another broker may continue its trace (kafkactor's tagged header field)
         trace_id = header.trace_id or tracing.new_id()
-        slot = _Slot(header, received_ns, trace_id)
+        slot = _Slot(header, received_ns, trace_id, memory)
         self.slots[sequence] = slot
         request = NetworkRequest(
             connection_id=self.connection_id,
@@ -243,6 +289,7 @@ class Connection(asyncio.Protocol):
         if not self.server._hand_on(request, trace_id):
             # never queued: its slot must not be counted off queued.max.requests on close
             del self.slots[sequence]
+            self.server.limits.release(memory)
             self.close("the broker is not serving requests")
             return False
         if len(self.slots) >= self.server.config.max_in_flight_per_connection:
@@ -272,6 +319,9 @@ class Connection(asyncio.Protocol):
             return
         slot.done, slot.frame = True, response.frame
         slot.close, slot.reason = response.close, response.reason
+        slot.throttle_ms = response.throttle_ms
+        memory, slot.memory = slot.memory, 0
+        self.server.limits.release(memory)  # answered: its bytes go back to the pool
         self._write_ready()
 
     def _write_ready(self) -> None:
@@ -302,10 +352,23 @@ class Connection(asyncio.Protocol):
             if slot.close:
                 self.close(slot.reason)
                 return
+            if slot.throttle_ms > 0:
+                self._throttle(slot.throttle_ms)
         if len(self.slots) < server.config.max_in_flight_per_connection:
             self._resume()
 
     # -- flow control and closing -------------------------------------------------------------
+
+    def _throttle(self, throttle_ms: int) -> None:
+        """KIP-219: the throttled response is written; nothing more is read until a task on
+        the broker's timer fires `throttle_ms` later (Kafka's ThrottledChannel)."""
+        self.throttles += 1
+        self._pause()
+        self.server.limits.mute_for(throttle_ms, self._unthrottle)
+
+    def _unthrottle(self) -> None:
+        self.throttles -= 1
+        self._resume()
 
     def _pause(self) -> None:
         if not self.paused and self.transport is not None and not self.closing:
@@ -318,6 +381,8 @@ class Connection(asyncio.Protocol):
             and self.transport is not None
             and not self.closing
             and not self.failed
+            and not self.throttles
+            and not self.decoder.waiting_for_memory
             and not self.server._all_paused
             and len(self.slots) < self.server.config.max_in_flight_per_connection
         ):

@@ -23,6 +23,7 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -31,15 +32,17 @@ from kafkactor.actors.runtime import Directory, addresses
 from kafkactor.actors.runtime.hops import log_recv, log_send, new_envelope
 from kafkactor.messages import Envelope
 from kafkactor.network.connection import Connection, api_name
+from kafkactor.network.connection_limits import connection_limits
 from kafkactor.network.request_channel import NetworkRequest, NetworkResponse
 from kafkactor.security.listener import ListenerConfig, plaintext
+from kafkactor.security.memory_pool import SimpleMemoryPool
 from kafkactor.security.sasl_authenticator import (
     AuthenticationFailure,
     SaslServerAuthenticator,
     sasl_servers,
 )
 from kafkactor.security.scram_credential import ScramCredentialLookup
-from kafkactor.security.security_config import SaslServerConfig
+from kafkactor.security.security_config import BrokerSecurityConfig, SaslServerConfig
 from kafkactor.security.ssl_factory import server_context
 from kafkactor.timer import Clock, SystemClock, TimerTask
 
@@ -94,6 +97,15 @@ class SocketServer:
     - `timer`: the broker's timer (`kafkactor.timer.Timer`, or anything with
       `add(TimerTask)`), on which a connection whose authentication failed is closed
       `connection_failed_authentication_delay_ms` later; without one it is closed at once.
+      A connection throttled by a client quota (`NetworkResponse.throttle_ms`) is read again
+      by a task on it too (without one, by the loop's own `call_later`).
+    - Limits across connections (docs/security.md, `connection_limits.py`):
+      `queued_max_request_bytes` (the request memory pool, KIP-72: reading stops while it is
+      empty), `max_connections`, `max_connections_per_ip` and
+      `max_connections_per_ip_overrides` (a new connection past them is closed at once); each
+      as given, else from `security` (the broker's `BrokerSecurityConfig`), else Kafka's
+      default; `memory_pool` a pool the broker built instead of one of
+      `queued_max_request_bytes`.
 
     `start()` binds every listener at once (so `ports` — the bound port of each listener by
     name, port 0 picking a free one — is known when it returns; `host` / `port` are the first
@@ -113,6 +125,12 @@ class SocketServer:
         sasl: SaslServerConfig | None = None,
         scram: ScramCredentialLookup | None = None,
         timer: Any = None,
+        security: BrokerSecurityConfig | None = None,
+        memory_pool: SimpleMemoryPool | None = None,
+        queued_max_request_bytes: int | None = None,
+        max_connections: int | None = None,
+        max_connections_per_ip: int | None = None,
+        max_connections_per_ip_overrides: Mapping[str, int] | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.directory = directory
@@ -126,6 +144,18 @@ class SocketServer:
             raise ValueError(f"listener names must be unique, got {names}")
         self.sasl = sasl if sasl is not None else SaslServerConfig()
         self.timer = timer
+        self.limits = connection_limits(
+            broker_id,
+            self.clock,
+            timer=timer,
+            socket_request_max_bytes=self.config.socket_request_max_bytes,
+            security=security,
+            memory_pool=memory_pool,
+            queued_max_request_bytes=queued_max_request_bytes,
+            max_connections=max_connections,
+            max_connections_per_ip=max_connections_per_ip,
+            max_connections_per_ip_overrides=max_connections_per_ip_overrides,
+        )
         self._sasl_servers = sasl_servers(self.sasl.plain_users, scram)
         # a key store that cannot be read fails here, not at the first connection
         self._tls: dict[str, ssl.SSLContext] = {
@@ -191,6 +221,7 @@ class SocketServer:
         asyncio.set_event_loop(loop)
 
         async def serve() -> None:
+            self.limits.bind(loop)
             for listener in self.listeners:
                 server = await loop.create_server(
                     lambda listener=listener: self._new_connection(listener),  # type: ignore[misc]
