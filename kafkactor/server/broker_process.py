@@ -4,8 +4,9 @@
 The broker is the same `Broker` the in-process `Cluster` runs; what differs is around it:
 - its ZooKeeper is a real one (`zookeeper.connect`), through kazoo;
 - its `Directory` resolves the addresses of other brokers' actors to the inter-broker
-  `NetworkClient`, which finds them through their registrations in ZooKeeper and speaks
-  Kafka's inter-broker APIs to them;
+  `NetworkClient`, which finds them through their registrations in ZooKeeper (their
+  inter-broker listener's endpoint) and speaks Kafka's inter-broker APIs to them, over TLS
+  and logged in by SASL when that listener asks for it (`security.inter_broker`);
 - topics are created through ZooKeeper (`AdminZkClient`), and their configs read from it
   (`ZkTopicConfigs`), since no other process shares this one's memory;
 - SIGTERM (or SIGINT) stops it cleanly after a controlled shutdown; SIGKILL is a crash.
@@ -68,6 +69,7 @@ class BrokerProcess:
             self.directory,
             self._endpoint,
             config=NetworkClientConfig(request_timeout_ms=config.request_timeout_ms),
+            security=config.security.inter_broker if config.security is not None else None,
         ).start()
         self.directory.remote = self.network.remote
         defaults = config.log_config
@@ -83,6 +85,7 @@ class BrokerProcess:
             admin=AdminZkClient(
                 lambda: self.zk, defaults=defaults, timeout_s=config.request_timeout_ms / 1000
             ),
+            security=config.security,
         )
         self.broker.start()
         return self
@@ -95,12 +98,18 @@ class BrokerProcess:
         )
 
     def _endpoint(self, broker_id: int) -> tuple[str, int] | None:
-        """Where broker `broker_id` listens, from its registration (None: not registered)."""
+        """Where broker `broker_id`'s inter-broker listener is, from its registration (a
+        registration without listener names: its host and port); None: not registered."""
         try:
             data, _ = self.zk.get(zk_data.broker_path(broker_id))
             registration = zk_data.BrokerRegistration.decode(broker_id, data)
         except (NoNodeError, zk_data.MalformedZnodeError):
             return None
+        security = self.config.security
+        listener = security.inter_broker.listener if security is not None else "PLAINTEXT"
+        found = registration.endpoint(listener)
+        if found is not None or registration.listeners:
+            return found
         if registration.port < 0:
             return None
         return registration.host, registration.port

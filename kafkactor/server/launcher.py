@@ -123,6 +123,7 @@ def up(
     *,
     zookeeper: str | None = None,
     settings: Mapping[str, str] | None = None,
+    per_broker: Mapping[int, Mapping[str, str]] | None = None,
     broker_command: Sequence[str] = DEFAULT_BROKER_COMMAND,
     session_timeout_ms: int = 6000,
     zookeeper_tick_ms: int = 2000,
@@ -132,7 +133,8 @@ def up(
 
     Creates the directory's layout, starts its ZooKeeper detached (unless one from this
     directory is running, or `zookeeper` names another: `host:port[/chroot]`), writes every
-    broker's `server.properties` (`settings` laid over the defaults), starts each broker
+    broker's `server.properties` (`settings` laid over the defaults, then `per_broker[id]`:
+    a broker's own, such as a second listener on a port of its own), starts each broker
     detached as `broker_command + [properties file]` and waits, at most `timeout_s`, until each
     is registered under `/brokers/ids` and accepts connections on its port.
 
@@ -170,7 +172,7 @@ def up(
                 layout.data_dir(broker_id),
                 connect,
                 layout.event_log(broker_id),
-                extra=settings,
+                extra={**(settings or {}), **(per_broker or {}).get(broker_id, {})},
                 brokers=brokers,
                 session_timeout_ms=session_timeout_ms,
             )
