@@ -5,10 +5,13 @@ unknown mechanisms, empty names, filter components)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import SimpleNamespace
 
 import pytest
 
 from kafkactor.messages import ErrorCode
+from kafkactor.network.scram_quota_apis import ScramQuotaApis
+from kafkactor.network.steps import Answer
 from kafkactor.security.entity_configs import ConfigEntityName, EntityConfigs, QuotaEntity
 from kafkactor.security.scram_credentials import credential_from_password, credential_to_string
 from kafkactor.security.zk_admin_manager import (
@@ -238,3 +241,19 @@ def test_alter_client_quotas_checks_each_entry_alone() -> None:
         [([("user", "bob")], [("producer_byte_rate", 1.0)])], validate_only=True
     ) == [NONE]
     assert QuotaEntity(user="bob") not in store.configs  # validate_only writes nothing
+
+
+def test_without_zookeeper_every_request_is_an_unknown_server_error() -> None:
+    """A cluster without ZooKeeper keeps no entity configs: the APIs answer at once."""
+    apis = ScramQuotaApis(1, None)
+    described = apis.describe_user_scram_credentials(0, SimpleNamespace(users=None))
+    assert isinstance(described, Answer)
+    assert described.body.error_code == ErrorCode.UNKNOWN_SERVER_ERROR
+    deletion = SimpleNamespace(name="alice", mechanism=1)
+    altered = apis.alter_user_scram_credentials(
+        0, SimpleNamespace(deletions=[deletion], upsertions=[])
+    )
+    assert isinstance(altered, Answer)
+    assert [(r.user, r.error_code) for r in altered.body.results] == [
+        ("alice", ErrorCode.UNKNOWN_SERVER_ERROR)
+    ]

@@ -22,6 +22,7 @@ from confluent_kafka.admin._scram import (  # re-exported by confluent_kafka.adm
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
+from kafka.admin import KafkaAdminClient
 
 from kafkactor import zk_model
 from kafkactor.messages import ErrorCode
@@ -152,6 +153,25 @@ def test_a_deleted_credential_is_gone(admin: AdminClient, zk: Any) -> None:
     with pytest.raises(KafkaException) as gone:
         _described(admin, "dave")["dave"].result(timeout=WAIT_S)
     assert gone.value.args[0].code() == KafkaError.RESOURCE_NOT_FOUND
+
+
+def test_kafka_python_describes_the_credentials(cluster: Cluster, admin: AdminClient) -> None:
+    """kafka-python 3 sends DescribeUserScramCredentials to any broker: each answers it."""
+    assert _alter(admin, _upsert("frank", ScramMechanism.SCRAM_SHA_512, 10000, b"pw")) == {
+        "frank": None
+    }
+    client = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        described = client.describe_user_scram_credentials(["frank", "nobody"])
+    finally:
+        client.close()
+    assert described["frank"]["error"] is None
+    assert [
+        (int(c["mechanism"]), c["iterations"]) for c in described["frank"]["credential_infos"]
+    ] == [(2, 10000)]
+    assert described["nobody"]["error"] == (
+        "Attempt to describe a user credential that does not exist: nobody"
+    )
 
 
 def test_a_broker_that_is_not_the_controller_refuses_to_alter(cluster: Cluster) -> None:
