@@ -174,10 +174,13 @@ def create_partitions(
 
 
 def _config_refusals(
-    auth: RequestAuthorization, operation: AclOperation, resources: Any
+    auth: RequestAuthorization,
+    operation: AclOperation,
+    resources: Any,
+    brokers: tuple[int, ...] = _BROKER_CONFIGS,
 ) -> dict[tuple[int, str], ErrorCode]:
-    """The config resources refused `operation`, with their error: topics on the topic, brokers
-    and broker loggers on the cluster (other types are the handler's to refuse)."""
+    """The config resources refused `operation`, with their error: topics on the topic, the
+    `brokers` types on the cluster (other types are the handler's to refuse)."""
     refused: dict[tuple[int, str], ErrorCode] = {}
     cluster: bool | None = None
     for r in resources:
@@ -185,7 +188,7 @@ def _config_refusals(
         if kind == _TOPIC_CONFIG:
             if not auth.allowed(operation, ResourceType.TOPIC, name):
                 refused[(kind, name)] = TOPIC_REFUSED
-        elif kind in _BROKER_CONFIGS:
+        elif kind in brokers:
             if cluster is None:
                 cluster = auth.cluster(operation)
             if not cluster:
@@ -244,9 +247,13 @@ def describe_configs(
 
 
 def _alter_configs(
-    auth: RequestAuthorization, header: RequestHeader, body: Any, serve: Serve
+    auth: RequestAuthorization,
+    header: RequestHeader,
+    body: Any,
+    serve: Serve,
+    brokers: tuple[int, ...] = _BROKER_CONFIGS,
 ) -> Step:
-    refused = _config_refusals(auth, AclOperation.ALTER_CONFIGS, body.resources)
+    refused = _config_refusals(auth, AclOperation.ALTER_CONFIGS, body.resources, brokers)
     schema = response_type(header.api_key, header.api_version)
     result = nested(schema, "AlterConfigsResourceResponse")
     return _split_configs(
@@ -264,8 +271,9 @@ def _alter_configs(
 def alter_configs(
     auth: RequestAuthorization, header: RequestHeader, body: Any, serve: Serve
 ) -> Step:
-    """ALTER_CONFIGS (BROKER_LOGGER is the handler's to refuse: AlterConfigs never takes it)."""
-    return _alter_configs(auth, header, body, serve)
+    """ALTER_CONFIGS; a BROKER_LOGGER is the handler's to refuse whatever the principal may do
+    (Kafka's AlterConfigs refuses the whole request before asking the authorizer)."""
+    return _alter_configs(auth, header, body, serve, brokers=(4,))
 
 
 def incremental_alter_configs(
