@@ -251,15 +251,13 @@ def load_entity_configs(zk: Any) -> tuple[EntityConfigs, list[str]]:
     configs: dict[QuotaEntity, dict[str, str]] = {}
     bad: list[str] = []
     for entity_type, name in paths:
-        entity = QuotaEntity.from_path(entity_type, name)
-        if entity is None:
-            continue
         try:
-            config = fetch_entity_config(zk, entity_type, name)
+            entity = QuotaEntity.from_path(entity_type, name)  # a name that does not decode
+            config = fetch_entity_config(zk, entity_type, name) if entity is not None else {}
         except (zk_data.MalformedZnodeError, ValueError):
             bad.append(entity_config_path(entity_type, name))
             continue
-        if config:
+        if entity is not None and config:
             configs[entity] = config
     return EntityConfigs.of(configs), bad
 

@@ -124,8 +124,9 @@ def test_everything_is_read_at_once_defaults_included(zk: Any) -> None:
     change_entity_config(zk, "clients", "<default>", {"consumer_byte_rate": "300"})
     change_entity_config(zk, "clients", "app", {"producer_byte_rate": "400", "other": "x"})
     zk.create("/config/clients/broken", b"not json", makepath=True)
+    zk.create("/config/users/%FF", b'{"version":1,"config":{}}', makepath=True)  # not UTF-8
     configs, bad = load_entity_configs(zk)
-    assert bad == ["/config/clients/broken"]
+    assert bad == ["/config/users/%FF", "/config/clients/broken"]
     assert configs.scram_credential("SCRAM-SHA-256", "alice") == ALICE
     assert configs.scram_credential("SCRAM-SHA-512", "alice") is None
     assert configs.quota_config(QuotaEntity(user="alice")) == {"consumer_byte_rate": 2048.0}
