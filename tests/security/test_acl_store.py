@@ -8,6 +8,7 @@ import threading
 from collections.abc import Iterator
 from functools import partial
 
+import jsonschema
 import pytest
 
 from kafkactor.security import acl_znodes
@@ -26,6 +27,7 @@ from kafkactor.security.security_config import AuthorizerConfig
 from kafkactor.timer import ManualClock, SystemClock
 from kafkactor.zk_model import EmbeddedClient, EmbeddedZooKeeper
 from tests.replication.support import captured_events, wait_until
+from tests.test_events_schema import load_schema
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -49,6 +51,13 @@ def binding(
     return AclBinding(
         ResourcePattern(resource_type, name, pattern_type), principal, host, operation, permission
     )
+
+
+def assert_valid_events(events: list[dict[str, object]]) -> None:
+    """Every event against the published schema (kafkactor/events.schema.json)."""
+    validator = jsonschema.Draft202012Validator(load_schema())
+    for event in events:
+        assert list(validator.iter_errors(event)) == [], event
 
 
 @pytest.fixture
@@ -143,6 +152,7 @@ def test_a_change_reaches_the_other_brokers_authorizer(
         )
         (processed,) = wait_until(lambda: events.named("security.acl_change_processed", broker=2))
     assert processed["resource_name"] == "orders-" and processed["pattern_type"] == "PREFIXED"
+    assert_valid_events(events.all())
     assert processed["acls"] == 1
     first.create_acls([binding("orders-1", permission=DENY)])
     wait_until(
@@ -322,6 +332,7 @@ def test_a_malformed_notification_is_skipped_with_an_event(
         )
         wait_until(lambda: len(events.named("security.acl_change_invalid")) >= 6)
         invalid = events.named("security.acl_change_invalid")
+    assert_valid_events(invalid)
     reasons = " ".join(e["error"] for e in invalid)
     assert "format ResourceType:ResourceName" in reasons
     assert "not JSON" in reasons

@@ -6,6 +6,7 @@ import io
 import json
 import threading
 
+import jsonschema
 import pytest
 
 from kafkactor import tracing
@@ -27,6 +28,7 @@ from kafkactor.security.authorizer import (
 )
 from kafkactor.security.principal import KafkaPrincipal
 from kafkactor.security.security_config import AuthorizerConfig
+from tests.test_events_schema import load_schema
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -326,3 +328,5 @@ def test_a_denial_is_an_info_event_and_a_filtered_one_is_not() -> None:
         "resource_type": "TOPIC",
     }
     assert denied[0]["resource_name"] == "secret"
+    validator = jsonschema.Draft202012Validator(load_schema())
+    assert list(validator.iter_errors(denied[0])) == []
