@@ -5,7 +5,9 @@ A Produce's request size and a client Fetch's response size are recorded for the
 long the client is throttled (`throttle_time` in its body, when its version has the field) and
 the socket server mutes the connection that long after writing it (KIP-219). A throttled Fetch
 is answered with no partitions and its size is taken back from the rate, as Kafka does; a
-follower's Fetch (`replica_id` >= 0) is not counted against client quotas.
+follower's Fetch (`replica_id` >= 0) is not counted against client quotas. A client's Fetch
+asks for at most what its quota allows in one window (`limit_fetch`), as Kafka caps
+`fetch.max.bytes`, so that a response is never too large to pass the quota at all.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from kafkactor.network.request_channel import NetworkRequest
 from kafkactor.network.steps import Answer, NoAnswer
 from kafkactor.security.client_quota_manager import QuotaManagers
 
-__all__ = ["Throttle", "apply_client_quotas"]
+__all__ = ["Throttle", "apply_client_quotas", "limit_fetch"]
 
 _SIZE_PREFIX = 4
 _I32_MAX = 2**31 - 1
@@ -44,6 +46,24 @@ def _with_throttle_time(body: Any, throttle_ms: int, **changes: Any) -> Any:
     if "throttle_time" in names:
         changes["throttle_time"] = datetime.timedelta(milliseconds=min(throttle_ms, _I32_MAX))
     return dataclasses.replace(body, **changes) if changes else body
+
+
+def limit_fetch(quotas: QuotaManagers, request: NetworkRequest) -> NetworkRequest:
+    """A client's Fetch with `max_bytes` (and `min_bytes`) at most the bytes its quota allows
+    in one quota window (Kafka's `getMaxValueInQuotaWindow` in handleFetchRequest); other
+    requests as they are."""
+    header, body = request.header, request.body
+    if header.api_key != ApiKey.FETCH or getattr(body, "replica_id", -1) >= 0:
+        return request
+    max_bytes = getattr(body, "max_bytes", None)
+    if max_bytes is None:
+        return request
+    window = quotas.fetch.max_value_in_quota_window(header.principal.name, header.client_id or "")
+    if window >= max_bytes:
+        return request
+    cap = max(1, int(window))
+    body = dataclasses.replace(body, max_bytes=cap, min_bytes=min(int(body.min_bytes), cap))
+    return dataclasses.replace(request, body=body)
 
 
 def apply_client_quotas(

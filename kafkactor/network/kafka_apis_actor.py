@@ -11,7 +11,7 @@ from typing import Any
 from kafkactor.actors.runtime import Directory, TracedActor, addresses, handles
 from kafkactor.actors.runtime.actor import TraceContext
 from kafkactor.messages import ErrorCode, ErrorResponse, Response
-from kafkactor.network.client_quotas import apply_client_quotas
+from kafkactor.network.client_quotas import apply_client_quotas, limit_fetch
 from kafkactor.network.codec import encode_response
 from kafkactor.network.kafka_apis import KafkaApis
 from kafkactor.network.request_channel import NetworkRequest, NetworkResponse
@@ -107,6 +107,8 @@ class KafkaApisActor(TracedActor):
 
     @handles(NetworkRequest)
     def _on_request(self, request: NetworkRequest) -> None:
+        if self.quotas is not None:
+            request = limit_fetch(self.quotas, request)
         self._run(request, lambda: self.apis.handle(request.header, request.body))
 
     @handles(Response)

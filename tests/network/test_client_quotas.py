@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from kafkactor.network.api_versions import ApiKey
-from kafkactor.network.client_quotas import apply_client_quotas
+from kafkactor.network.client_quotas import apply_client_quotas, limit_fetch
 from kafkactor.network.codec import decode_response, encode_response
 from kafkactor.network.request_channel import NetworkRequest, RequestHeader
 from kafkactor.network.steps import Answer, NoAnswer
@@ -35,6 +35,8 @@ class FetchBody:
 @dataclasses.dataclass(frozen=True)
 class FetchRequestBody:
     replica_id: int = -1
+    max_bytes: int = 52_428_800  # fetch.max.bytes' default
+    min_bytes: int = 1
 
 
 def request(api_key: int, size: int, body: Any = None, version: int = 7) -> NetworkRequest:
@@ -121,3 +123,16 @@ def test_other_apis_are_not_counted() -> None:
     metadata = request(ApiKey.METADATA, 10**6)
     assert apply_client_quotas(managers, metadata, NoAnswer(), None, encode_produce) is None
     assert managers.produce.bucket_count == managers.fetch.bucket_count == 0
+
+
+def test_a_clients_fetch_asks_for_at_most_one_quota_window() -> None:
+    """Kafka caps a client's fetch at getMaxValueInQuotaWindow: the quota times the whole
+    windows, so one response can always pass the quota."""
+    managers = quotas(consumer_byte_rate="1000")  # 10 whole windows of 1 s: 10,000 bytes
+    fetch = request(ApiKey.FETCH, 60, FetchRequestBody(min_bytes=50_000), version=11)
+    limited = limit_fetch(managers, fetch).body
+    assert (limited.max_bytes, limited.min_bytes) == (10_000, 10_000)
+    follower = request(ApiKey.FETCH, 60, FetchRequestBody(replica_id=2), version=11)
+    assert limit_fetch(managers, follower) is follower
+    unlimited = quotas(producer_byte_rate="1000")
+    assert limit_fetch(unlimited, fetch) is fetch
