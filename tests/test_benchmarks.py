@@ -33,6 +33,7 @@ SCRIPTS = (
     "process_bench",
     "produce_bench",
     "purgatory_bench",
+    "security_bench",
     "storage_bench",
     "timer_bench",
     "txn_bench",
@@ -207,6 +208,23 @@ def test_wire_bench(runs: dict[str, Run]) -> None:
         assert run[startup]["error"] == "" and run[startup]["total_s"] > 0, startup
     verdicts = [row["met"] for row in document["summary"] if row["goal"]]
     assert len(verdicts) == 4 and set(verdicts) <= {"met", "not met"}
+
+
+@pytest.mark.timeout(WAIT_S + 10)
+def test_security_bench(runs: dict[str, Run]) -> None:
+    pytest.importorskip("confluent_kafka")  # the clients it measures (librdkafka)
+    stdout, document = runs["security_bench"].wait()
+    for title in ("x PLAINTEXT", "handshakes/s", "pool granted MiB"):
+        assert title in stdout, title
+    assert document["errors"] == []
+    [run] = document["runs"]
+    assert sorted(run) == ["PLAINTEXT", "SASL_SSL", "SSL"]
+    for result in run.values():
+        assert result["produce_rps"] > 0 and result["consume_rps"] > 0, result
+        assert result["handshakes_per_s"] > 0, result
+    memory = document["memory"]
+    # two 100 MiB frames granted by the 200 MiB pool, the 48 others left unread
+    assert memory["pool_allocated_mib"] == 200 and memory["waiting_connections"] == 48
 
 
 @pytest.mark.timeout(WAIT_S + 10)
