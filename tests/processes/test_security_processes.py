@@ -1,7 +1,9 @@
 """Three `kafkactor broker` processes on a real ZooKeeper whose inter-broker listener is
-SASL_PLAINTEXT (PLAIN, the brokers' own login from the listener's JAAS entry), clients on a
-PLAINTEXT listener: the controller's requests and the replica fetchers authenticate to each
-peer, so a topic at replication factor 3 takes acks=all writes and reads them back."""
+SASL_SSL with SCRAM-SHA-256 (a trustme CA's certificate for 127.0.0.1; the brokers' own login
+from the listener's JAAS entry, its credential written to /config/users/broker before they
+start, as `kafka-configs --zookeeper` does), clients on a PLAINTEXT listener: the controller's
+requests and the replica fetchers check each peer's certificate and authenticate to it, so a
+topic at replication factor 3 takes acks=all writes and reads them back."""
 
 from __future__ import annotations
 
@@ -11,11 +13,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trustme
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 from kazoo.client import KazooClient
 
+from kafkactor.actors.controller.entity_admin_zk import EntityAdminZkClient
 from kafkactor.server import launcher, processes
+from kafkactor.server.zookeeper import LocalZooKeeper
 from tests.processes.conftest import (
     SESSION_TIMEOUT_MS,
     SETTINGS,
@@ -27,17 +32,52 @@ from tests.replication.support import wait_until
 pytestmark = pytest.mark.timeout(180)
 
 BROKERS = 3
+CHROOT = "/kafkactor-sasl"
 JAAS = (
-    "org.apache.kafka.common.security.plain.PlainLoginModule required "
-    'username="broker" password="broker-secret" user_broker="broker-secret";'
+    "org.apache.kafka.common.security.scram.ScramLoginModule required "
+    'username="broker" password="broker-secret";'
 )
 SECURITY = {
-    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL",
     "inter.broker.listener.name": "INTERNAL",
-    "sasl.enabled.mechanisms": "PLAIN",
-    "sasl.mechanism.inter.broker.protocol": "PLAIN",
-    "listener.name.internal.plain.sasl.jaas.config": JAAS,
+    "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+    "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256",
+    "listener.name.internal.scram-sha-256.sasl.jaas.config": JAAS,
 }
+
+
+def _pems(directory: Path) -> dict[str, str]:
+    """A test CA and the brokers' certificate (127.0.0.1 and localhost), as PEM files: the
+    INTERNAL listener's key store, and the trust store its clients (the brokers) check it by."""
+    ca = trustme.CA()
+    leaf = ca.issue_cert("127.0.0.1", "localhost")
+    keystore, truststore = directory / "broker.pem", directory / "ca.pem"
+    leaf.private_key_and_cert_chain_pem.write_to_path(str(keystore))
+    ca.cert_pem.write_to_path(str(truststore))
+    return {
+        "listener.name.internal.ssl.keystore.location": str(keystore),
+        "ssl.truststore.location": str(truststore),
+    }
+
+
+def _scram_user(hosts: str) -> None:
+    """The brokers' SCRAM credential in the cluster's chroot, before any broker starts."""
+    root = KazooClient(hosts=hosts, timeout=5.0)
+    root.start(timeout=10)
+    try:
+        root.ensure_path(CHROOT)
+    finally:
+        root.stop()
+        root.close()
+    client = KazooClient(hosts=hosts + CHROOT, timeout=5.0)
+    client.start(timeout=10)
+    try:
+        EntityAdminZkClient(lambda: client).set_scram_credential(
+            "broker", "SCRAM-SHA-256", "broker-secret"
+        )
+    finally:
+        client.stop()
+        client.close()
 
 
 def _bindable(port: int) -> bool:
@@ -61,6 +101,15 @@ def _free_run(count: int, avoid: set[int]) -> int:
 @pytest.fixture(scope="module")
 def sasl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
     root = tmp_path_factory.mktemp("kc-sasl")
+    zookeeper = LocalZooKeeper(root / "zookeeper", tick_time_ms=ZOOKEEPER_TICK_MS).start()
+    try:
+        _scram_user(zookeeper.hosts)
+        yield from _cluster(root, zookeeper.hosts + CHROOT)
+    finally:
+        zookeeper.stop()
+
+
+def _cluster(root: Path, connect: str) -> Iterator[ProcessCluster]:
     base = _free_run(BROKERS, set())
     internal: dict[int, int] = {}
     for broker_id in range(1, BROKERS + 1):
@@ -77,10 +126,10 @@ def sasl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCl
         root,
         BROKERS,
         base_port=base,
-        settings={**SETTINGS, **SECURITY},
+        zookeeper=connect,
+        settings={**SETTINGS, **SECURITY, **_pems(root)},
         per_broker=per_broker,
         session_timeout_ms=SESSION_TIMEOUT_MS,
-        zookeeper_tick_ms=ZOOKEEPER_TICK_MS,
     )
     zk = KazooClient(hosts=started.zookeeper_connect, timeout=5.0)
     try:
@@ -96,14 +145,16 @@ def _events(path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
-def test_brokers_replicate_over_a_sasl_inter_broker_listener(sasl_cluster: ProcessCluster) -> None:
+def test_brokers_replicate_over_a_sasl_ssl_inter_broker_listener(
+    sasl_cluster: ProcessCluster,
+) -> None:
     topic = "sasl-replicated"
     admin = AdminClient({"bootstrap.servers": sasl_cluster.bootstrap_servers})
     admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
     wait_until(
         lambda: len(sasl_cluster.state(topic, 0).isr) == BROKERS,
         timeout_s=30,
-        message="every replica in the ISR (followers fetched over SASL)",
+        message="every replica in the ISR (followers fetched over SASL_SSL)",
     )
     producer = Producer({"bootstrap.servers": sasl_cluster.bootstrap_servers, "acks": "all"})
     failures: list[str] = []
@@ -134,8 +185,8 @@ def test_brokers_replicate_over_a_sasl_inter_broker_listener(sasl_cluster: Proce
     assert read == values
     assert len(sasl_cluster.state(topic, 0).isr) == BROKERS
 
-    # the brokers logged in to each other as the JAAS entry's user, on INTERNAL, and no event
-    # holds the password
+    # the brokers logged in to each other by SCRAM as the JAAS entry's user, on INTERNAL, and
+    # no event holds the password
     logs = sasl_cluster.event_logs()
     assert len(logs) == BROKERS
     wait_until(
@@ -152,10 +203,12 @@ def test_brokers_replicate_over_a_sasl_inter_broker_listener(sasl_cluster: Proce
     for log in logs:
         text = log.read_text(encoding="utf-8")
         assert "broker-secret" not in text
-        principals = {
-            e.get("principal") for e in _events(log) if e.get("event") == "security.authenticated"
+        logins = {
+            (e.get("principal"), e.get("mechanism"))
+            for e in _events(log)
+            if e.get("event") == "security.authenticated"
         }
-        assert principals == {"User:broker"}
+        assert logins == {("User:broker", "SCRAM-SHA-256")}
 
 
 def _poll_into(consumer: Consumer, read: list[bytes]) -> bool:
