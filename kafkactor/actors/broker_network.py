@@ -6,7 +6,7 @@ authorizer, quotas, the memory pool)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Any
 
 from kafkactor.actors.runtime import addresses
 from kafkactor.network.config_apis import BrokerProperties
@@ -14,15 +14,13 @@ from kafkactor.network.kafka_apis import KafkaApis
 from kafkactor.network.kafka_apis_actor import KafkaApisActor
 from kafkactor.network.socket_server import SocketServer
 
-if TYPE_CHECKING:
-    from kafkactor.actors.broker import Broker
-
 __all__ = ["start_network"]
 
 
-def start_network(broker: Broker) -> SocketServer:
-    """Start `broker`'s KafkaApis actor and socket server; the listener's port 0 becomes the
-    port bound (kept in `broker.listener` / its security's listeners for restarts)."""
+def start_network(broker: Any) -> SocketServer:
+    """Start `broker`'s (a `kafkactor.actors.broker.Broker`, not imported: it imports this)
+    KafkaApis actor and socket server; the listener's port 0 becomes the port bound (kept in
+    `broker.listener` / its security's listeners for restarts)."""
     assert broker.listener is not None
     broker_id, config, security = broker.broker_id, broker.config, broker.security
     extra = security.kafka_apis_options(KafkaApis) if security is not None else {}

@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from kafkactor.actors.controller.znode_error import MalformedZnodeError
 from kafkactor.common import DEFAULT_LISTENER, BrokerEndpoint, ListenerEndpoint
 
 __all__ = ["REGISTRATION_VERSION", "BrokerRegistration"]
@@ -28,8 +29,6 @@ def _broker_path(broker_id: int) -> str:
 
 
 def _malformed(path: str, reason: str) -> Exception:
-    from kafkactor.actors.controller.zk_data import MalformedZnodeError  # a cycle: zk_data
-
     return MalformedZnodeError(path, reason)
 
 

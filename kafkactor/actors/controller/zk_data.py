@@ -8,6 +8,12 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from kafkactor.actors.controller.broker_registration import (
+    BrokerRegistration as BrokerRegistration,  # noqa: PLC0414 - re-exported
+)
+from kafkactor.actors.controller.znode_error import (
+    MalformedZnodeError as MalformedZnodeError,  # noqa: PLC0414 - re-exported
+)
 from kafkactor.common import PartitionLeaderState, TopicPartition
 from kafkactor.kafka_uuid import InvalidUuidError, uuid_from_string, uuid_to_string
 from kafkactor.storage import LogConfig
@@ -29,20 +35,6 @@ ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 CONFIG_TOPICS = "/config/topics"
 ADMIN_DELETE_TOPICS = "/admin/delete_topics"  # a child per topic marked for deletion
-
-
-class MalformedZnodeError(ValueError):
-    """A znode holds something that is not the JSON Kafka writes there."""
-
-    def __init__(self, path: str, reason: str) -> None:
-        super().__init__(f"malformed znode {path}: {reason}")
-        self.path = path
-        self.reason = reason
-
-
-from kafkactor.actors.controller.broker_registration import (  # noqa: E402 - after the error it raises
-    BrokerRegistration as BrokerRegistration,  # noqa: PLC0414 - re-exported
-)
 
 
 def broker_path(broker_id: int) -> str:
