@@ -301,6 +301,7 @@ def _run_analysis(
 def serve_options(args: argparse.Namespace) -> ServeOptions:
     """The `ServeOptions` of a parsed `kafkactor serve` command line (None: a flag not given)."""
     from kafkactor.serve import ServeOptions
+    from kafkactor.serve_security import security_of
 
     return ServeOptions(
         brokers=args.brokers,
@@ -313,6 +314,8 @@ def serve_options(args: argparse.Namespace) -> ServeOptions:
         default_replication_factor=args.default_replication_factor,
         properties=Path(args.properties) if args.properties else None,
         overrides=tuple(args.override),
+        security=security_of(args),
+        ca_file=Path(args.ca_file) if args.ca_file else None,
     )
 
 
@@ -322,7 +325,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     try:
         planned = plan(serve_options(args))
-    except ConfigError as error:  # as `kafkactor broker` refuses a bad config
+    except (ConfigError, ValueError) as error:  # as `kafkactor broker` refuses a bad config
         print(f"kafkactor serve: {error}", file=sys.stderr)
         return 2
     try:
@@ -405,6 +408,9 @@ def _add_serve_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
         help="replication factor of auto-created topics (default.replication.factor; "
         "default 1, as Kafka's)",
     )
+    from kafkactor.serve_security import add_security_arguments
+
+    add_security_arguments(server)
     server.set_defaults(func=_cmd_serve)
 
 

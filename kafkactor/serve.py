@@ -18,8 +18,10 @@ from types import FrameType
 from typing import Final, TextIO
 
 from kafkactor import tracing
+from kafkactor.serve_security import print_client_settings
 from kafkactor.server.config import DEFAULT_LISTENER, ConfigError, SharedBrokerConfig
 from kafkactor.testing import Cluster
+from kafkactor.testing.security import ClusterSecurity
 
 __all__ = ["ServeOptions", "ServePlan", "plan", "serve"]
 
@@ -43,6 +45,9 @@ class ServeOptions:
     default_replication_factor: int | None = None  # default.replication.factor
     properties: Path | None = None  # a server.properties file
     overrides: Sequence[tuple[str, str]] = ()  # --override name=value, in order
+    # --security-protocol, --user, ... (kafkactor.serve_security); None: PLAINTEXT, no users
+    security: ClusterSecurity | None = None
+    ca_file: Path | None = None  # --ca-file: where the generated CA is copied
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,6 +73,7 @@ class ServePlan:
             session_timeout_ms=self.session_timeout_ms,
             listen=self.host,
             port=self.port,
+            security=self.options.security,
         )
 
 
@@ -148,7 +154,9 @@ def serve(
     err: TextIO | None = None,
 ) -> int:
     """Run the planned cluster (`plan`, which raises `ConfigError` for properties it cannot
-    run with); print `bootstrap.servers=...` to `out` once every broker listens; return after
+    run with); print `bootstrap.servers=...` to `out` once every broker listens (then, with
+    security, the client settings: `security.protocol=`, `ssl.ca.location=`,
+    `sasl.mechanism=`); return after
     SIGINT or SIGTERM (or `stop`), once every broker has shut down cleanly (logs flushed, high
     watermarks checkpointed, the clean-shutdown marker written).
 
@@ -173,6 +181,7 @@ def serve(
     try:
         with planned.cluster() as cluster:
             print(f"bootstrap.servers={cluster.bootstrap_servers}", file=out, flush=True)
+            print_client_settings(cluster, out, planned.options.ca_file)
             while not stopping.wait(0.5):
                 pass
     finally:

@@ -37,6 +37,11 @@ PROMISES = {
         "each order read exactly once: True",
     ],
     "controller_failover.py": ["epoch 2"],
+    "sasl_ssl_client.py": [
+        "security.protocol = SASL_SSL",
+        "undelivered after flush: 0",
+        "alice read b'order 0' at offset 0",
+    ],
     "transactional_producer.py": [
         "committed: paid 0, paid 1, paid 2",
         "read_committed sees: ['paid 0', 'paid 1', 'paid 2']",
@@ -97,7 +102,12 @@ def test_example_runs_and_prints_what_it_promises(
 
 @pytest.mark.parametrize(
     "name",
-    ["kafka_python_client.py", "kafka_python_consumer_group.py", "transactional_producer.py"],
+    [
+        "kafka_python_client.py",
+        "kafka_python_consumer_group.py",
+        "transactional_producer.py",
+        "sasl_ssl_client.py",
+    ],
 )
 def test_the_readme_shows_the_kafka_python_examples_as_they_run(name: str) -> None:
     """The README's wire-protocol examples are these files, as run above."""

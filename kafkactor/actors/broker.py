@@ -306,6 +306,8 @@ class Broker:
             self.socket_server = start_network(self)
         if self.zookeeper is not None:
             self.zookeeper.start()  # registered: the controller will send LeaderAndIsr
+            if self.security is not None:  # the ACLs, once the session is up
+                self.security.start_acl_store()
             self._start_dynamic_config_manager()
             controller = ControllerActor.start(
                 addresses.controller(broker),

@@ -28,11 +28,8 @@ from kafkactor.security.listener import ListenerConfig
 from kafkactor.security.memory_pool import UNBOUNDED, SimpleMemoryPool
 from kafkactor.security.security_config import BrokerSecurityConfig
 from kafkactor.timer import Clock, Timer
-from kafkactor.tracing import get_logger
 
 __all__ = ["BrokerSecurity", "listener_endpoints", "registration"]
-
-_log = get_logger("kafkactor.broker")
 
 
 def listener_endpoints(
@@ -137,21 +134,13 @@ class BrokerSecurity:
         config = self.config
         if config.authorizer.enabled:
             self.authorizer = AclAuthorizer(config.authorizer)
-            self._start_acl_store()
-        _log.info(
-            "broker.security",
-            broker=self.broker_id,
-            listeners=[listener.url() for listener in self.listeners],
-            inter_broker_listener=config.inter_broker.listener,
-            authorizer=self.authorizer is not None,
-            acl_store=self.acl_store is not None,
-            queued_max_request_bytes=config.queued_max_request_bytes,
-        )
         return self
 
-    def _start_acl_store(self) -> None:
-        """The ACL store: loads `/kafka-acl` into the authorizer and follows
-        `/kafka-acl-changes` (stopped before the broker's ZooKeeper session closes)."""
+    def start_acl_store(self) -> None:
+        """The ACL store, once the broker's ZooKeeper session is up: loads `/kafka-acl` into
+        the authorizer and follows `/kafka-acl-changes` (stopped before the session closes).
+        Until it has loaded, the authorizer has no ACL and refuses all but super users (the
+        listener is bound before the session registers the broker)."""
         if self.authorizer is None or self._zk is None:
             return
         store = AclStore(self._zk, self.authorizer, broker_id=self.broker_id, clock=self.clock)

@@ -61,9 +61,20 @@ from kafkactor.messages.replication import (
 )
 from kafkactor.network.group_apis import OFFSETS_TOPIC_CONFIG
 from kafkactor.network.socket_server import SocketServerConfig
+from kafkactor.security.acl import AclBinding
 from kafkactor.server.config import ConfigError, SharedBrokerConfig
 from kafkactor.storage import LogConfig
 from kafkactor.testing import cluster_configs, cluster_elections, cluster_reassignments
+from kafkactor.testing.security import (
+    ClusterSecurity,
+    TestCertificates,
+    acls_reached,
+    broker_security,
+    client_config,
+    create_acls,
+    prepare,
+    write_user,
+)
 from kafkactor.timer import Clock, SystemClock
 from kafkactor.tracing import get_logger
 from kafkactor.zk_model import EmbeddedZooKeeper
@@ -166,6 +177,7 @@ class Cluster:
         listen: str | None = None,
         port: int = 0,
         properties: Mapping[str, str] | SharedBrokerConfig | None = None,
+        security: ClusterSecurity | None = None,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"a cluster needs at least one broker, got {brokers}")
@@ -195,6 +207,11 @@ class Cluster:
         self._zk_hosts = ""
         self._zk: Any = None  # the cluster's own admin session (topic creation, reads)
         self._isolated: set[int] = set()
+        # TLS, SASL users, ACLs (kafkactor.testing.security): a secured client listener
+        self.security = security
+        self.certificates: TestCertificates | None = None
+        if security is not None and listen is None:
+            listen = "127.0.0.1"
         # Kafka's wire protocol: broker i listens on (listen, port + i - 1), or on free ports
         self.listen = listen
         self._listeners: dict[int, SocketServerConfig] = {}
@@ -221,6 +238,8 @@ class Cluster:
     def _start(self) -> Cluster:
         if self.zookeeper is not None:
             self._start_zookeeper()
+        if self.security is not None:
+            self.certificates = prepare(self.security, self.data_dir / "tls", self._zk)
         for broker_id in self.broker_ids:
             self._start_broker(broker_id)
         self._controller = Client("controller", self.directory, self.clock)
@@ -284,6 +303,9 @@ class Cluster:
             zookeeper=self._connect_zookeeper if self.zookeeper is not None else None,
             listener=self._listeners.get(broker_id),
             admin=self,
+            security=broker_security(
+                self.security, self._listeners.get(broker_id), self.certificates
+            ),
         )
 
     def _start_broker(self, broker_id: int) -> Broker:
@@ -301,6 +323,34 @@ class Cluster:
         if not self._started:
             raise RuntimeError("the cluster is not started")
         return ",".join(f"{_url_host(c.host)}:{c.port}" for _, c in sorted(self._listeners.items()))
+
+    @property
+    def ca_file(self) -> Path:
+        """The generated test CA's PEM file (a TLS protocol's clients trust it)."""
+        if self.certificates is None:
+            raise RuntimeError("the cluster has no TLS listener: Cluster(security=...) with SSL")
+        return self.certificates.ca_file
+
+    def client_config(self, client: str, user: str | None = None, **options: Any) -> Any:
+        """What `client` ("confluent-kafka", "kafka-python", "aiokafka", "kcat") sets to reach
+        this cluster as `user` (kafkactor.testing.security.client_config)."""
+        security = self.security or ClusterSecurity(protocol="PLAINTEXT")
+        ca = self.certificates.ca_file if self.certificates is not None else None
+        return client_config(client, security, self.bootstrap_servers, ca, user=user, **options)  # type: ignore[arg-type]
+
+    def add_user(self, name: str, password: str) -> None:
+        """A SCRAM user, added while the cluster runs (no broker restarts)."""
+        assert self.security is not None and self._zk is not None, "needs security and ZooKeeper"
+        write_user(self._zk, self.security, name, password)
+        self.security = self.security.with_user(name, password)
+
+    def add_acls(self, *bindings: AclBinding) -> None:
+        """Create ACLs in ZooKeeper (as `kafka-acls --add`); returns once every live broker's
+        authorizer has them."""
+        assert self._zk is not None, "ACLs live in ZooKeeper"
+        create_acls(self._zk, bindings)
+        live = [b for b in self.brokers.values() if b.alive]
+        self._wait_for(lambda: acls_reached(live, bindings), "the ACLs on every broker")
 
     def _endpoints(self, live: Iterable[int]) -> tuple[BrokerEndpoint, ...]:
         return tuple(

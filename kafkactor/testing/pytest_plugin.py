@@ -22,6 +22,16 @@ checks its file::
 `properties` are laid over `config` (a `BrokerConfig`) when both are given; a property the
 Cluster cannot take (`broker.id`, `log.dirs`, ...) fails the test's setup with a `ConfigError`
 naming it.
+
+A secured cluster takes a `ClusterSecurity` (TLS with a generated test CA, SASL users, ACLs;
+docs/security.md), and tells each client what to set::
+
+    @pytest.mark.kafka_cluster(
+        security=ClusterSecurity(protocol="SASL_SSL", users={"alice": "alice-secret"})
+    )
+    def test_login(kafka_cluster):
+        settings = kafka_cluster.client_config("confluent-kafka", user="alice")
+        producer = confluent_kafka.Producer(settings)
 """
 
 from __future__ import annotations
@@ -41,7 +51,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "kafka_cluster(**options): options for the kafka_cluster fixture's Cluster "
         "(brokers=3, zookeeper='embedded', session_timeout_ms, config, "
-        "properties={'num.partitions': '4', ...}: Kafka's broker properties)",
+        "properties={'num.partitions': '4', ...}: Kafka's broker properties, "
+        "security=ClusterSecurity(...): TLS, SASL users, ACLs)",
     )
 
 
