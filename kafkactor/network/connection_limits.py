@@ -175,7 +175,9 @@ def connection_limits(
         max_connections_per_ip
         if max_connections_per_ip is not None
         else config.max_connections_per_ip,
-        max_connections_per_ip_overrides,
+        max_connections_per_ip_overrides
+        if max_connections_per_ip_overrides is not None
+        else config.max_connections_per_ip_overrides,
     )
     return ConnectionLimits(
         broker_id,

@@ -74,6 +74,8 @@ class BrokerSecurityConfig:
     queued_max_request_bytes: int = -1
     max_connections: int = INT_MAX
     max_connections_per_ip: int = INT_MAX
+    # max.connections.per.ip.overrides: {address: count}
+    max_connections_per_ip_overrides: Mapping[str, int] = field(default_factory=dict)
     quota_window_num: int = 11
     quota_window_size_seconds: int = 1
 

@@ -26,6 +26,7 @@ from kafkactor.network.codec import encode_response, response_type
 from kafkactor.network.request_channel import NetworkRequest, NetworkResponse
 from kafkactor.network.socket_server import SocketServer, SocketServerConfig
 from kafkactor.security.client_quota_manager import ClientQuotaManagerConfig, QuotaManagers
+from kafkactor.security.security_config import BrokerSecurityConfig
 from kafkactor.testing import Cluster
 from kafkactor.timer import SystemClock, TimerTask
 from tests.network.wire import (
@@ -254,6 +255,23 @@ def test_max_connections_per_ip_and_its_overrides(events: EventLog) -> None:
                 sock.close()
         (refused,) = events.named("network.connection_refused")
         assert refused["reason"] == "max.connections.per.ip.overrides (2) reached for 127.0.0.1"
+
+
+def test_limits_come_from_the_brokers_security_config_unless_given() -> None:
+    security = BrokerSecurityConfig(
+        queued_max_request_bytes=200 * MiB,
+        max_connections=7,
+        max_connections_per_ip=1,
+        max_connections_per_ip_overrides={"127.0.0.1": 3},
+    )
+    limits = SocketServer(1, Directory(), security=security, max_connections=9).limits
+    assert limits.pool is not None and limits.pool.size == 200 * MiB
+    quotas = limits.quotas
+    assert (quotas.max_connections, quotas.max_connections_per_ip) == (9, 1)
+    assert quotas.max_connections_for("127.0.0.1") == 3
+    assert limits.inter_broker_listener == "PLAINTEXT"  # bound per address only
+    default = SocketServer(1, Directory()).limits
+    assert default.pool is None and default.inter_broker_listener is None
 
 
 # -- a throttled connection ----------------------------------------------------------------------
