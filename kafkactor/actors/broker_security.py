@@ -101,7 +101,12 @@ class BrokerSecurity:
         self._stops: list[Callable[[], None]] = []
         # the listeners as bound (a port 0 becomes the one chosen at the first start)
         self.listeners = config.listeners
-        self.advertised = advertised
+        # advertised.listeners (BrokerSecurityConfig.advertised) unless given here
+        self.advertised = (
+            advertised
+            if advertised is not None
+            else {name: (host, port) for name, host, port in config.advertised}
+        )
 
     @property
     def endpoints(self) -> tuple[ListenerEndpoint, ...]:

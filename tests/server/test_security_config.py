@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from kafkactor.actors.broker_security import BrokerSecurity, registration
 from kafkactor.network.config_apis import ConfigSource
 from kafkactor.security.listener import DEFAULT_SASL_MECHANISMS, SecurityProtocol, SslConfig
 from kafkactor.security.security_config import INT_MAX
 from kafkactor.server import ConfigError, EndPoint, KafkaConfig
 from kafkactor.server.security_properties import SecuritySettingError, check_store_files
+from kafkactor.timer import ManualClock, Timer
 from tests.network.test_config_apis import apis, describe
 
 pytestmark = pytest.mark.timeout(60)
@@ -376,3 +378,26 @@ def test_default_sasl_mechanisms_are_the_three_served() -> None:
     assert DEFAULT_SASL_MECHANISMS == ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
     config = KafkaConfig.from_properties(MINIMAL)
     assert config.security_properties.sasl_enabled_mechanisms == DEFAULT_SASL_MECHANISMS
+
+
+def test_a_broker_registers_its_advertised_listeners() -> None:
+    """advertised.listeners of a broker on every interface reach its registration in
+    /brokers/ids/<id>: each listener's advertised address, the inter-broker one on top."""
+    config = KafkaConfig.from_properties(
+        {
+            **MINIMAL,
+            "listeners": "PLAINTEXT://0.0.0.0:9092,INTERNAL://0.0.0.0:9093",
+            "advertised.listeners": "PLAINTEXT://b1.example:19092,INTERNAL://b1.internal:19093",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+            "inter.broker.listener.name": "INTERNAL",
+        }
+    )
+    assert config.security is not None
+    clock = ManualClock()
+    security = BrokerSecurity(1, config.security, clock=clock, timer=Timer(clock), zookeeper=None)
+    registered = registration(1, security.endpoint, security, clock)
+    assert [e.url() for e in registered.endpoints] == [
+        "PLAINTEXT://b1.example:19092",
+        "INTERNAL://b1.internal:19093",
+    ]
+    assert security.endpoint == ("b1.internal", 19093)
