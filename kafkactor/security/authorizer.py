@@ -71,6 +71,11 @@ _IMPLIED_BY: Final[Mapping[AclOperation, frozenset[AclOperation]]] = {
     ),
 }
 
+# the operations an ALLOW of which allows the key, ALL included
+_ALLOWED_BY: Final[Mapping[AclOperation, frozenset[AclOperation]]] = {
+    operation: implied | {AclOperation.ALL} for operation, implied in _IMPLIED_BY.items()
+}
+
 #: The operations each resource type has (Kafka's `AclEntry.supportedOperations`): what
 #: KIP-430's authorized operations are computed over.
 SUPPORTED_OPERATIONS: Final[Mapping[ResourceType, tuple[AclOperation, ...]]] = {
@@ -192,14 +197,29 @@ class AclWriter(Protocol):
 
 
 class AclSnapshot:
-    """Every ACL at one moment, by resource pattern; never changed once built."""
+    """Every ACL at one moment, by resource pattern; never changed once built.
 
-    __slots__ = ("_acls",)
+    Besides the patterns it keeps what `matching` looks up on every request, built once: the
+    literal ACLs by (resource type, name), and per resource type the PREFIXED ACLs by prefix
+    with the lengths of those prefixes, so a name is cut only where some prefix could match.
+    """
+
+    __slots__ = ("_acls", "_literal", "_prefix_lengths", "_prefixed")
 
     def __init__(self, acls: Mapping[ResourcePattern, Acls] | None = None) -> None:
-        self._acls: Mapping[ResourcePattern, Acls] = MappingProxyType(
-            {pattern: entries for pattern, entries in (acls or {}).items() if entries}
-        )
+        kept = {pattern: entries for pattern, entries in (acls or {}).items() if entries}
+        self._acls: Mapping[ResourcePattern, Acls] = MappingProxyType(kept)
+        self._literal: dict[tuple[ResourceType, str], tuple[AccessControlEntry, ...]] = {}
+        self._prefixed: dict[tuple[ResourceType, str], tuple[AccessControlEntry, ...]] = {}
+        lengths: dict[ResourceType, set[int]] = {}
+        for pattern, entries in kept.items():
+            key = (pattern.resource_type, pattern.name)
+            if pattern.pattern_type is PatternType.PREFIXED:
+                self._prefixed[key] = tuple(entries)
+                lengths.setdefault(pattern.resource_type, set()).add(len(pattern.name))
+            else:
+                self._literal[key] = tuple(entries)
+        self._prefix_lengths = {kind: sorted(found) for kind, found in lengths.items()}
 
     def get(self, pattern: ResourcePattern) -> Acls:
         return self._acls.get(pattern, frozenset())
@@ -218,15 +238,16 @@ class AclSnapshot:
     def matching(self, resource_type: ResourceType, name: str) -> list[AccessControlEntry]:
         """The ACLs that apply to one resource (Kafka's `matchingAcls`): the `*` pattern's,
         the literal name's and those of every prefix of the name."""
-        get = self._acls.get
-        found: list[AccessControlEntry] = []
-        for pattern in (
-            ResourcePattern(resource_type, WILDCARD, PatternType.LITERAL),
-            ResourcePattern(resource_type, name, PatternType.LITERAL),
-        ):
-            found.extend(get(pattern, ()))
-        for end in range(len(name) + 1):
-            found.extend(get(ResourcePattern(resource_type, name[:end], PatternType.PREFIXED), ()))
+        literal = self._literal
+        found = [
+            *literal.get((resource_type, WILDCARD), ()),
+            *literal.get((resource_type, name), ()),
+        ]
+        prefixed = self._prefixed
+        for length in self._prefix_lengths.get(resource_type, ()):
+            if length > len(name):
+                break
+            found.extend(prefixed.get((resource_type, name[:length]), ()))
         return found
 
     def bindings(self, acl_filter: AclBindingFilter) -> list[AclBinding]:
@@ -331,15 +352,13 @@ class AclAuthorizer:
             return self.allow_everyone_if_no_acl_found
         who = (str(principal), WILDCARD_PRINCIPAL)
         hosts = (host, WILDCARD)
-
-        def applies(entry: AccessControlEntry, permission: AclPermissionType) -> bool:
-            return entry.permission is permission and entry.principal in who and entry.host in hosts
-
+        applying = [e for e in acls if e.principal in who and e.host in hosts]
+        deny, allow = AclPermissionType.DENY, AclPermissionType.ALLOW
         denied = (operation, AclOperation.ALL)
-        if any(applies(e, AclPermissionType.DENY) and e.operation in denied for e in acls):
+        if any(e.permission is deny and e.operation in denied for e in applying):
             return False
-        allowing = _IMPLIED_BY.get(operation, frozenset({operation})) | {AclOperation.ALL}
-        return any(applies(e, AclPermissionType.ALLOW) and e.operation in allowing for e in acls)
+        allowing = _ALLOWED_BY.get(operation) or (operation, AclOperation.ALL)
+        return any(e.permission is allow and e.operation in allowing for e in applying)
 
     def authorized_operations(
         self, principal: KafkaPrincipal, host: str, resource_type: ResourceType, name: str
