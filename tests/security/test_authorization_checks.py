@@ -881,3 +881,29 @@ def test_offset_for_leader_epoch_with_cluster_action_reads_every_topic() -> None
         handle(cluster, ApiKey.OFFSET_FOR_LEADER_EPOCH, 3, body),
         handle(apis(), ApiKey.OFFSET_FOR_LEADER_EPOCH, 3, body),
     )
+
+
+def test_api_versions_needs_nothing() -> None:
+    authorizer = FakeAuthorizer()
+    body = answer(
+        handle(apis(authorizer), ApiKey.API_VERSIONS, 3, sample_request(ApiKey.API_VERSIONS, 3)),
+        ApiKey.API_VERSIONS,
+        3,
+    )
+    assert body.error_code == ErrorCode.NONE
+    assert authorizer.asked == []
+
+
+def test_a_refused_join_group_answers_kafkas_empty_join_result() -> None:
+    body = answer(
+        handle(granting(), ApiKey.JOIN_GROUP, 5, sample_request(ApiKey.JOIN_GROUP, 5)),
+        ApiKey.JOIN_GROUP,
+        5,
+    )
+    assert (body.error_code, body.generation_id, body.member_id, body.leader, body.members) == (
+        ErrorCode.GROUP_AUTHORIZATION_FAILED,
+        -1,
+        "",
+        "",
+        (),
+    )
