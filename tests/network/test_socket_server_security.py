@@ -5,11 +5,15 @@ one that requires client certificates) in front of a stub KafkaApis that keeps w
 it: what the network layer hands on, with which principal and listener, and that nothing
 reaches it before authentication. The failed-authentication delay runs on a timer the test
 holds (`RecordingTimer`): a failed connection stays open, silent, until its task runs.
-librdkafka (confluent-kafka) authenticates with PLAIN and SCRAM as a client at its defaults.
+librdkafka (confluent-kafka) and kafka-python 3 authenticate with PLAIN and SCRAM as clients at
+their defaults (a stub answer to kafka-python's Metadata lets its bootstrap finish).
 """
 
 from __future__ import annotations
 
+import datetime
+import logging
+import queue
 import socket
 import ssl
 import threading
@@ -22,8 +26,9 @@ import pytest
 from kafkactor.actors.runtime import Directory, addresses
 from kafkactor.messages import ErrorCode
 from kafkactor.network.api_versions import ApiKey
+from kafkactor.network.codec import build, encode_response, nested, response_type
 from kafkactor.network.kafka_apis import KafkaApis
-from kafkactor.network.request_channel import RequestHeader
+from kafkactor.network.request_channel import NetworkResponse, RequestHeader
 from kafkactor.network.socket_server import SocketServer, SocketServerConfig
 from kafkactor.network.steps import Answer
 from kafkactor.security.listener import ListenerConfig, SecurityProtocol
@@ -250,6 +255,7 @@ def _client_hello() -> bytes:
         ("stopped-mid-handshake", _client_hello()[:20]),
         ("nothing", b""),
     ],
+    ids=["garbage", "http", "stopped-mid-handshake", "nothing"],
 )
 def test_a_bad_or_stalled_tls_handshake_closes_only_its_connection(
     served: tuple[SocketServer, StubApis], pki: Pki, events: EventLog, name: str, sent: bytes
@@ -491,3 +497,132 @@ def test_librdkafka_hears_kafkas_message_for_a_wrong_password(pki: Pki, tmp_path
         assert apis.none_within(0.1)
     finally:
         server.stop()
+
+
+# -- a real client: kafka-python 3 ----------------------------------------------------------------
+
+
+class MetadataAnswers:
+    """Answers every Metadata request that reaches KafkaApis with this one broker and no topics
+    (enough for kafka-python's bootstrap), keeping each request's principal."""
+
+    def __init__(self, server: SocketServer, apis: StubApis) -> None:
+        self.server, self.apis = server, apis
+        self.principals: list[KafkaPrincipal] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> MetadataAnswers:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(WAIT_S)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                request = self.apis.requests.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            self.principals.append(request.header.principal)
+            version = request.header.api_version
+            schema = response_type(ApiKey.METADATA, version)
+            broker = nested(schema, "MetadataResponseBroker")
+            body = build(
+                schema,
+                throttle_time=datetime.timedelta(0),
+                brokers=(broker(node_id=1, host="127.0.0.1", port=self.server.port, rack=None),),
+                cluster_id="kafkactor",
+                controller_id=1,
+                topics=(),
+                cluster_authorized_operations=-(2**31),
+            )
+            frame = encode_response(ApiKey.METADATA, version, request.header.correlation_id, body)
+            self.server.tell(
+                NetworkResponse(
+                    connection_id=request.connection_id, sequence=request.sequence, frame=frame
+                )
+            )
+
+
+class ThreadTimer:
+    """Runs each task on a thread of its own after its delay (the broker's timer, for a client
+    that must see the failure response before the close, as with Kafka's delay)."""
+
+    def add(self, task: TimerTask) -> None:
+        thread = threading.Timer(task.delay_ms / 1000, task.run)
+        thread.daemon = True
+        thread.start()
+
+
+@pytest.fixture
+def sasl_plaintext() -> Iterator[tuple[SocketServer, StubApis]]:
+    directory = Directory()
+    apis = StubApis()
+    directory.register(addresses.kafka_apis(1), apis)
+    sasl = ListenerConfig(name="SASL_PLAINTEXT", security_protocol=SecurityProtocol.SASL_PLAINTEXT)
+    server = SocketServer(
+        1,
+        directory,
+        listeners=(sasl,),
+        sasl=SaslServerConfig(plain_users=PLAIN_USERS),
+        scram=scram_lookup,
+        timer=ThreadTimer(),
+    ).start()
+    try:
+        yield server, apis
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "user", "password"),
+    [
+        ("PLAIN", "alice", "alice-secret"),
+        ("SCRAM-SHA-256", "bob", "bob-secret"),
+        ("SCRAM-SHA-512", "carol", "carol secret, with = and ,"),
+    ],
+)
+def test_kafka_python_authenticates(
+    sasl_plaintext: tuple[SocketServer, StubApis], mechanism: str, user: str, password: str
+) -> None:
+    kafka = pytest.importorskip("kafka")
+    server, apis = sasl_plaintext
+    with MetadataAnswers(server, apis) as answers:
+        admin = kafka.KafkaAdminClient(
+            bootstrap_servers=f"127.0.0.1:{server.port}",
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism=mechanism,
+            sasl_plain_username=user,
+            sasl_plain_password=password,
+        )
+        try:
+            assert admin.list_topics() == []
+        finally:
+            admin.close()
+    assert answers.principals
+    assert set(answers.principals) == {KafkaPrincipal.user(user)}
+
+
+def test_kafka_python_hears_kafkas_message_for_a_wrong_password(
+    sasl_plaintext: tuple[SocketServer, StubApis], caplog: pytest.LogCaptureFixture
+) -> None:
+    kafka = pytest.importorskip("kafka")
+    server, apis = sasl_plaintext
+    caplog.set_level(logging.WARNING, logger="kafka")
+    with pytest.raises(kafka.errors.KafkaTimeoutError):  # kafka-python retries until then
+        kafka.KafkaAdminClient(
+            bootstrap_servers=f"127.0.0.1:{server.port}",
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="SCRAM-SHA-256",
+            sasl_plain_username="bob",
+            sasl_plain_password="wrong",
+            bootstrap_timeout_ms=1500,
+        )
+    assert (
+        "SaslAuthenticationFailedError: Authentication failed during authentication due to "
+        "invalid credentials with SASL mechanism SCRAM-SHA-256"
+    ) in caplog.text
+    assert apis.none_within(0.05)
