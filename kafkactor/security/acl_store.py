@@ -129,6 +129,11 @@ class AclStore:
         """Create the ACL paths, watch the change roots, load every ACL (blocks on ZooKeeper)."""
         with self._lock:
             zk = self._zk()
+            if zk is None:
+                raise RuntimeError(
+                    "AclStore.start needs a started ZooKeeper client: start the store once "
+                    "the broker's ZooKeeper session is up"
+                )
             self._client = zk
             self._running = True
             self.create_acl_paths()

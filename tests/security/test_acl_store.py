@@ -412,3 +412,10 @@ def test_znode_codec_round_trip() -> None:
     ) == ("/kafka-acl-extended/prefixed/TransactionalId/t")
     with pytest.raises(acl_znodes.MalformedAclZnodeError, match="unsupported ACL version"):
         acl_znodes.decode_acls("/p", b'{"version":2,"acls":[]}')
+
+
+def test_starting_before_the_zookeeper_session_says_so() -> None:
+    store = AclStore(lambda: None, AclAuthorizer(AuthorizerConfig(enabled=True)))
+    with pytest.raises(RuntimeError, match="once the broker's ZooKeeper session is up"):
+        store.start()
+    store.stop()  # nothing started: nothing to stop
