@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from kafkactor import tracing
 from kafkactor.actors.runtime import Directory, addresses
@@ -81,6 +81,12 @@ class SocketServerConfig:
             raise ValueError(f"port must be 0..65535, got {self.port}")
 
 
+class TaskTimer(Protocol):
+    """What the socket server needs of the broker's timer (`kafkactor.timer.Timer`)."""
+
+    def add(self, task: TimerTask) -> None: ...
+
+
 class SocketServer:
     """A broker's listeners (Kafka's `SocketServer` with its acceptors and processors).
 
@@ -124,7 +130,7 @@ class SocketServer:
         listeners: tuple[ListenerConfig, ...] | None = None,
         sasl: SaslServerConfig | None = None,
         scram: ScramCredentialLookup | None = None,
-        timer: Any = None,
+        timer: TaskTimer | None = None,
         security: BrokerSecurityConfig | None = None,
         memory_pool: SimpleMemoryPool | None = None,
         queued_max_request_bytes: int | None = None,
