@@ -109,6 +109,12 @@ class RequestAuthorization:
     def allowed(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         return self.authorizer.authorize(self.principal, self.host, operation, resource_type, name)
 
+    def visible(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+        """`allowed`, asked to filter what an answer shows: a denial is no event."""
+        return self.authorizer.authorize(
+            self.principal, self.host, operation, resource_type, name, log_if_denied=False
+        )
+
     def cluster(self, operation: AclOperation) -> bool:
         """`operation` on the one CLUSTER resource."""
         return self.allowed(operation, ResourceType.CLUSTER, CLUSTER_NAME)
@@ -134,7 +140,7 @@ class RequestAuthorization:
         """KIP-430's bit field: bit `operation` set for each supported operation allowed."""
         bits = 0
         for operation in SUPPORTED_OPERATIONS.get(resource_type, ()):
-            if self.allowed(operation, resource_type, name):
+            if self.visible(operation, resource_type, name):
                 bits |= 1 << int(operation)
         return bits
 

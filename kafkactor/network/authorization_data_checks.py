@@ -305,7 +305,7 @@ def metadata(auth: RequestAuthorization, header: RequestHeader, body: Any, serve
         served = serve(body)
 
         def keep(name: str) -> bool:
-            return auth.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
+            return auth.visible(AclOperation.DESCRIBE, ResourceType.TOPIC, name)
 
     else:
         names = [t.name for t in body.topics]

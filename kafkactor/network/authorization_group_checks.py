@@ -207,7 +207,7 @@ def offset_fetch(
                 topics=tuple(
                     t
                     for t in response.topics
-                    if auth.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)
+                    if auth.visible(AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)
                 ),
             )
 
@@ -306,7 +306,7 @@ def list_groups(auth: RequestAuthorization, header: RequestHeader, body: Any, se
             groups=tuple(
                 g
                 for g in response.groups
-                if auth.allowed(AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id)
+                if auth.visible(AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id)
             ),
         )
 

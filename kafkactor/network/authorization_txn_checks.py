@@ -204,7 +204,7 @@ def describe_transactions(
                 topics=tuple(
                     t
                     for t in s.topics
-                    if auth.allowed(AclOperation.DESCRIBE, ResourceType.TOPIC, t.topic)
+                    if auth.visible(AclOperation.DESCRIBE, ResourceType.TOPIC, t.topic)
                 ),
             )
             for s in response.transaction_states
@@ -226,7 +226,7 @@ def list_transactions(
             transaction_states=tuple(
                 s
                 for s in response.transaction_states
-                if auth.allowed(
+                if auth.visible(
                     AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, s.transactional_id
                 )
             ),

@@ -96,7 +96,9 @@ class Authorizer(Protocol):
     """What KafkaApis asks before serving a request (Kafka's `Authorizer.authorize` for one
     action): may `principal`, connected from `host`, do `operation` on the resource of
     `resource_type` named `name`? Without an authorizer (`authorizer.class.name` unset)
-    KafkaApis allows everything, as Kafka does."""
+    KafkaApis allows everything, as Kafka does. A question asked to filter what a response
+    shows (Metadata's topics, ListGroups' groups) passes `log_if_denied=False`: a denial is then
+    not an event, as Kafka logs it at trace level only."""
 
     def authorize(
         self,
@@ -105,4 +107,6 @@ class Authorizer(Protocol):
         operation: AclOperation,
         resource_type: ResourceType,
         name: str,
+        *,
+        log_if_denied: bool = True,
     ) -> bool: ...

@@ -123,6 +123,8 @@ class FakeAuthorizer:
         operation: AclOperation,
         resource_type: ResourceType,
         name: str,
+        *,
+        log_if_denied: bool = True,
     ) -> bool:
         self.asked.append(
             (f"{principal.principal_type}:{principal.name}", host, (operation, resource_type, name))
@@ -132,7 +134,7 @@ class FakeAuthorizer:
 
 @dataclass
 class AllowAll:
-    def authorize(self, *args: Any) -> bool:
+    def authorize(self, *args: Any, **kwargs: Any) -> bool:
         return True
 
 
