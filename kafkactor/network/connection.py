@@ -152,14 +152,17 @@ class Connection(asyncio.Protocol):
                 ssl_handshake_timeout=self.server.config.tls_handshake_timeout_ms / 1000,
             )
         except Exception as error:  # a bad or stalled handshake ends this connection only
-            _log.info(
-                "network.tls_handshake_failed",
-                broker=self.server.broker_id,
-                listener=self.listener.name,
-                client_address=self.peer,
-                reason=f"{type(error).__name__}: {error}" if str(error) else type(error).__name__,
-                ts_ms=self.server.clock.now_ms(),
-            )
+            if not self.closing:  # not closed meanwhile by the server (stopping, idle)
+                _log.info(
+                    "network.tls_handshake_failed",
+                    broker=self.server.broker_id,
+                    listener=self.listener.name,
+                    client_address=self.peer,
+                    reason=f"{type(error).__name__}: {error}"
+                    if str(error)
+                    else type(error).__name__,
+                    ts_ms=self.server.clock.now_ms(),
+                )
             raw.close()
             self.connection_lost(None)
             return

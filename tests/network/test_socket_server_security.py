@@ -279,6 +279,23 @@ def test_a_bad_or_stalled_tls_handshake_closes_only_its_connection(
         assert "longer than" in failed["reason"] or "Timeout" in failed["reason"]
 
 
+def test_stopping_during_a_handshake_is_not_a_failed_handshake(pki: Pki, events: EventLog) -> None:
+    directory = Directory()
+    tls = ListenerConfig(name="SSL", security_protocol=SecurityProtocol.SSL, ssl=pki.server())
+    server = SocketServer(1, directory, listeners=(tls,)).start()
+    stalled = socket.create_connection(("127.0.0.1", server.port), timeout=WAIT_S)
+    try:
+        stalled.sendall(_client_hello()[:20])
+        wait_until(lambda: server.connection_count == 1)
+        server.stop()
+        assert _recv(stalled) == b""
+    finally:
+        stalled.close()
+    assert not events.named("network.tls_handshake_failed")
+    (closed,) = events.named("network.connection_closed")
+    assert closed["reason"] == "the broker is stopping"
+
+
 def _recv(sock: socket.socket) -> bytes:
     try:
         return sock.recv(4096)
