@@ -5,13 +5,18 @@ on, leaving out brokers without it, as Kafka does."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kio.schema.metadata.v9.request import MetadataRequest as MetadataV9
 from kio.schema.metadata.v9.request import MetadataRequestTopic
 
+from kafkactor import zk_model
+from kafkactor.actors.broker import Broker
+from kafkactor.actors.controller.zk_data import BrokerRegistration
 from kafkactor.actors.replication.metadata_cache import MetadataCache
+from kafkactor.actors.runtime import Directory
 from kafkactor.common import BrokerEndpoint, ListenerEndpoint, endpoints_on
 from kafkactor.messages import decode, encode
 from kafkactor.messages.replication import MetadataRequest, UpdateMetadata
@@ -20,6 +25,10 @@ from kafkactor.network.inter_broker_apis import InterBrokerApis
 from kafkactor.network.kafka_apis import KafkaApis, KafkaApisConfig
 from kafkactor.network.request_channel import RequestHeader
 from kafkactor.network.steps import Ask
+from kafkactor.security.listener import ListenerConfig, SecurityProtocol, plaintext
+from kafkactor.security.security_config import BrokerSecurityConfig, SaslServerConfig
+from kafkactor.zk_model import EmbeddedZooKeeper
+from tests.replication.support import wait_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -102,3 +111,64 @@ def test_metadata_asks_for_the_endpoints_of_the_request_listener(listener: str) 
     )
 
     assert _asked(apis.handle(_header(3, 9, listener), body)).listener == listener
+
+
+# -- one broker, two listeners: each client sees the brokers at its own listener ---------------
+
+
+def test_a_client_sees_the_brokers_at_the_listener_it_came_in_on(tmp_path: Path) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    zookeeper = EmbeddedZooKeeper(tick_ms=3000)
+    security = BrokerSecurityConfig(
+        listeners=(
+            plaintext(),
+            ListenerConfig(
+                name="CLIENTS",
+                security_protocol=SecurityProtocol.SASL_PLAINTEXT,
+                sasl_mechanisms=("PLAIN",),
+            ),
+        ),
+        sasl=SaslServerConfig(plain_users={"alice": "alice-secret"}),
+    )
+    broker = Broker(
+        1,
+        tmp_path / "broker-1",
+        Directory(),
+        zookeeper=lambda: zk_model.connect("embedded", embedded=zookeeper),
+        security=security,
+    ).start()
+    try:
+        assert broker.security is not None
+        ports = {e.listener: e.port for e in broker.security.endpoints}
+        registration = BrokerRegistration.decode(1, zookeeper_data(zookeeper, "/brokers/ids/1"))
+        assert {e.listener: e.port for e in registration.listeners} == ports
+        assert registration.port == ports["PLAINTEXT"]
+
+        def brokers_seen(settings: dict[str, str]) -> dict[int, int]:
+            seen = AdminClient(settings).list_topics(timeout=10).brokers
+            return {b.id: b.port for b in seen.values()}
+
+        plain = {"bootstrap.servers": f"127.0.0.1:{ports['PLAINTEXT']}"}
+        sasl = {
+            "bootstrap.servers": f"127.0.0.1:{ports['CLIENTS']}",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": "PLAIN",
+            "sasl.username": "alice",
+            "sasl.password": "alice-secret",
+        }
+        wait_until(lambda: brokers_seen(plain) == {1: ports["PLAINTEXT"]}, 20, "PLAINTEXT view")
+        wait_until(lambda: brokers_seen(sasl) == {1: ports["CLIENTS"]}, 20, "CLIENTS view")
+    finally:
+        broker.shutdown()
+        zookeeper.close()
+
+
+def zookeeper_data(zookeeper: EmbeddedZooKeeper, path: str) -> bytes:
+    client = zk_model.connect("embedded", embedded=zookeeper)
+    try:
+        data, _ = client.get(path)
+        return bytes(data)
+    finally:
+        client.stop()
+        client.close()
