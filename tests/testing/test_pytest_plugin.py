@@ -72,3 +72,25 @@ def test_each_test_gets_a_fresh_cluster_with_the_markers_options(
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
     result.assert_outcomes(passed=3)
+
+
+def test_the_fixture_takes_a_cluster_security(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_secured="""
+        import pytest
+        from kafka import KafkaProducer
+        from kafkactor.testing.security import ClusterSecurity
+
+        @pytest.mark.kafka_cluster(
+            brokers=1, security=ClusterSecurity(protocol="SSL")
+        )
+        def test_ssl(kafka_cluster):
+            assert kafka_cluster.ca_file.exists()
+            kafka_cluster.create_topic("t", 1, 1)
+            producer = KafkaProducer(**kafka_cluster.client_config("kafka-python"))
+            producer.send("t", b"over TLS").get(timeout=30)
+            producer.close()
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
+    result.assert_outcomes(passed=1)
