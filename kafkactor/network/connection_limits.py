@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kafkactor import tracing
 from kafkactor.security.connection_quotas import ConnectionQuotas
@@ -20,12 +20,21 @@ from kafkactor.security.memory_pool import UNBOUNDED, SimpleMemoryPool
 from kafkactor.security.security_config import BrokerSecurityConfig
 from kafkactor.timer import Clock, TimerTask
 
-if TYPE_CHECKING:
-    from kafkactor.network.connection import Connection
-
 __all__ = ["ConnectionLimits", "connection_limits"]
 
 _log = tracing.get_logger("kafkactor.network")
+
+
+class Connection(Protocol):
+    """What the limits need of a socket server's connection (`network.connection`)."""
+
+    @property
+    def connection_id(self) -> str: ...
+
+    @property
+    def peer_host(self) -> str: ...
+
+    def retry_memory(self) -> None: ...
 
 
 class _Unmute(TimerTask):
