@@ -166,9 +166,11 @@ class Connection(asyncio.Protocol):
             raw.close()
             self.connection_lost(None)
             return
-        if self.closing or transport is None:
+        if self.closing or transport is None:  # closed meanwhile: start_tls may still return
             if transport is not None:
                 transport.close()
+            raw.close()
+            self.connection_lost(None)
             return
         self.transport = transport
         self.principal = principal_of(transport.get_extra_info("peercert"))
