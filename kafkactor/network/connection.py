@@ -150,6 +150,8 @@ class Connection(asyncio.Protocol):
                 self.tls,
                 server_side=True,
                 ssl_handshake_timeout=self.server.config.tls_handshake_timeout_ms / 1000,
+                # a client that never answers the server's close_notify is cut off as soon
+                ssl_shutdown_timeout=self.server.config.tls_handshake_timeout_ms / 1000,
             )
         except Exception as error:  # a bad or stalled handshake ends this connection only
             if not self.closing:  # not closed meanwhile by the server (stopping, idle)

@@ -63,8 +63,9 @@ class SocketServerConfig:
     queued_max_requests: int = 500
     max_in_flight_per_connection: int = 16
     connections_max_idle_ms: int = 600_000
-    # how long a TLS listener waits for a client's handshake (kafkactor's own: Kafka's SSL
-    # channel has no bound of its own but connections.max.idle.ms)
+    # how long a TLS listener waits for a client's handshake, and for its close_notify when
+    # the server closes (kafkactor's own: Kafka's SSL channel has no bound of its own but
+    # connections.max.idle.ms)
     tls_handshake_timeout_ms: int = 10_000
 
     def __post_init__(self) -> None:

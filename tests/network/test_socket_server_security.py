@@ -301,6 +301,30 @@ def test_a_handshake_the_server_cuts_short_is_not_a_failed_handshake(
     assert not events.named("network.tls_handshake_failed")
 
 
+def test_a_tls_client_that_ignores_the_close_is_cut_off(pki: Pki) -> None:
+    """The server closes a TLS connection (a failed authentication, no delay): a client that
+    never answers its close_notify holds the connection no longer than the TLS bound."""
+    directory = Directory()
+    sasl_ssl = ListenerConfig(
+        name="SASL_SSL", security_protocol=SecurityProtocol.SASL_SSL, ssl=pki.server()
+    )
+    server = SocketServer(
+        1,
+        directory,
+        SocketServerConfig(tls_handshake_timeout_ms=300),
+        listeners=(sasl_ssl,),
+        sasl=SaslServerConfig(plain_users=PLAIN_USERS),
+    ).start()
+    try:
+        with connect(server, "SASL_SSL", pki) as client:
+            plain_login(client, "alice", "wrong")
+            _, body = client.read_response(ApiKey.SASL_AUTHENTICATE, 2)
+            assert body.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+            wait_until(lambda: server.connection_count == 0, timeout_s=3.0)
+    finally:
+        server.stop()
+
+
 def _recv(sock: socket.socket) -> bytes:
     try:
         return sock.recv(4096)
