@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from kio.schema.metadata.v9.request import MetadataRequest as MetadataV9
 from kio.schema.metadata.v9.request import MetadataRequestTopic
+from kio.schema.types import TopicName
 
 from kafkactor import zk_model
 from kafkactor.actors.broker import Broker
@@ -74,6 +75,7 @@ def test_a_broker_without_security_crosses_processes_as_before() -> None:
     )
     step = InterBrokerApis(2).update_metadata(header, call.body)
     assert isinstance(step, Ask)
+    assert isinstance(step.request, UpdateMetadata)
     assert step.request.endpoints == (legacy,)
 
 
@@ -104,7 +106,7 @@ def _asked(step: Any) -> MetadataRequest:
 def test_metadata_asks_for_the_endpoints_of_the_request_listener(listener: str) -> None:
     apis = KafkaApis(1, KafkaApisConfig(), admin=None, producer_ids=None)
     body = MetadataV9(
-        topics=(MetadataRequestTopic(name="t"),),
+        topics=(MetadataRequestTopic(name=TopicName("t")),),
         allow_auto_topic_creation=False,
         include_cluster_authorized_operations=False,
         include_topic_authorized_operations=False,
@@ -145,7 +147,7 @@ def test_a_client_sees_the_brokers_at_the_listener_it_came_in_on(tmp_path: Path)
         assert {e.listener: e.port for e in registration.listeners} == ports
         assert registration.port == ports["PLAINTEXT"]
 
-        def brokers_seen(settings: dict[str, str]) -> dict[int, int]:
+        def brokers_seen(settings: dict[str, Any]) -> dict[int, int]:
             seen = AdminClient(settings).list_topics(timeout=10).brokers
             return {b.id: b.port for b in seen.values()}
 

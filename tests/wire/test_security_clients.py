@@ -136,7 +136,9 @@ def _confluent(settings: dict[str, Any], name: str, values: list[bytes]) -> list
     for value in values:
         producer.produce(name, value)
     assert producer.flush(RUN_S) == 0
-    consumer = Consumer({**settings, "group.id": "unused", "enable.auto.commit": False})
+    # assigned, not subscribed; librdkafka still looks up the group's coordinator, so the
+    # group is one the user may read (named after the topic)
+    consumer = Consumer({**settings, "group.id": name, "enable.auto.commit": False})
     try:
         consumer.assign([TopicPartition(name, 0, 0)])
         read: list[bytes] = []
@@ -341,7 +343,10 @@ def test_kcat_is_refused_with_an_authentication_error(sasl_ssl: Cluster) -> None
 def test_a_scram_user_added_while_the_cluster_runs_logs_in(sasl_ssl: Cluster) -> None:
     name = topic("carol-live")
     sasl_ssl.create_topic(name, 1, 1)
-    sasl_ssl.add_acls(allow("User:carol", AclOperation.ALL, ResourceType.TOPIC, name))
+    sasl_ssl.add_acls(
+        allow("User:carol", AclOperation.ALL, ResourceType.TOPIC, name),
+        allow("User:carol", AclOperation.READ, ResourceType.GROUP, name),
+    )
     sasl_ssl.add_user("carol", "carol-secret")
 
     def logged_in() -> bool:
