@@ -1,10 +1,12 @@
 """Fixtures of the process tests: a real ZooKeeper and three `kafkactor broker` processes,
 started by `kafkactor.server.launcher` exactly as `kafkactor cluster up` starts them.
 
-One cluster serves a module; each test leaves every broker running (a test that stops one
-starts it again), so the next finds the cluster whole. Sessions and ISR lag are short, so
-failures are noticed in a second or two, and a controlled shutdown that cannot move every
-leadership retries quickly.
+One cluster serves both modules (package scope: starting ZooKeeper and three broker
+processes, and stopping them, took seconds per module); each test leaves every broker running
+(a test that stops one starts it again), so the next finds the cluster whole. Sessions and ISR
+lag are short, so failures are noticed in a second or two, and a controlled shutdown that
+cannot move every leadership retries quickly. The internal topics have 5 partitions, not 50:
+every broker a test stops, kills or restarts moves, reopens and catches up its share of them.
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ SETTINGS = {
     "request.timeout.ms": "5000",
     "controlled.shutdown.retry.backoff.ms": "300",
     "group.initial.rebalance.delay.ms": "0",
+    # every broker stopped, killed or restarted moves, loads and catches up its share of the
+    # internal topics; at Kafka's 50 partitions each (RF 3), those dwarfed the test topics
+    "offsets.topic.num.partitions": "5",
+    "transaction.state.log.num.partitions": "5",
 }
 ZOOKEEPER_TICK_MS = 200  # sessions of 0.4 to 4 s
 
@@ -80,7 +86,7 @@ class ProcessCluster:
         assert all(b.state == "running" for b in status(self.root).brokers)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def process_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
     root = tmp_path_factory.mktemp("kc")
     started = launcher.up(
