@@ -23,7 +23,7 @@ def start_network(broker: Any) -> SocketServer:
     `broker.listener` / its security's listeners for restarts)."""
     assert broker.listener is not None
     broker_id, config, security = broker.broker_id, broker.config, broker.security
-    extra = security.kafka_apis_options(KafkaApis) if security is not None else {}
+    extra = security.kafka_apis_options() if security is not None else {}
     apis = KafkaApis(
         broker_id,
         config.apis,
@@ -48,7 +48,7 @@ def start_network(broker: Any) -> SocketServer:
     )
     broker.directory.register(addresses.kafka_apis(broker_id), ref)
     broker.refs.append(ref)
-    options = security.socket_server_options(SocketServer) if security is not None else {}
+    options = security.socket_server_options() if security is not None else {}
     server = SocketServer(
         broker_id, broker.directory, broker.listener, clock=broker.clock, **options
     ).start()

@@ -12,7 +12,6 @@ their keyword arguments they know.
 from __future__ import annotations
 
 import contextlib
-import inspect
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -153,10 +152,11 @@ class BrokerSecurity:
         self.acl_store = store
         self._stops.append(store.stop)
 
-    def socket_server_options(self, server_type: Callable[..., Any]) -> dict[str, Any]:
-        """The keyword arguments of `server_type` (the `SocketServer`) for these listeners,
-        those it takes (each part adds its own)."""
-        offered: dict[str, Any] = {
+    def socket_server_options(self) -> dict[str, Any]:
+        """The `SocketServer`'s keyword arguments: the listeners as bound, the SASL settings,
+        the SCRAM credentials, the timer of delayed closes and mutes, the memory pool, and the
+        configuration its connection limits come from."""
+        return {
             "listeners": self.listeners,
             "sasl": self.config.sasl,
             "scram": self.credentials.scram_credential,
@@ -164,14 +164,10 @@ class BrokerSecurity:
             "memory_pool": self.memory_pool,
             "security": self.config,
         }
-        parameters = inspect.signature(server_type).parameters
-        return {k: v for k, v in offered.items() if k in parameters and v is not None}
 
-    def kafka_apis_options(self, apis_type: Callable[..., Any]) -> dict[str, Any]:
-        """KafkaApis' keyword arguments for the authorizer and the quotas (those it takes)."""
-        offered = {"authorizer": self.authorizer}
-        parameters = inspect.signature(apis_type).parameters
-        return {k: v for k, v in offered.items() if k in parameters and v is not None}
+    def kafka_apis_options(self) -> dict[str, Any]:
+        """KafkaApis' keyword arguments: the authorizer (None: everything allowed)."""
+        return {"authorizer": self.authorizer}
 
     def stop(self) -> None:
         """Stop what `start` started, in reverse order."""
