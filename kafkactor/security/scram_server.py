@@ -15,6 +15,7 @@ import re
 from typing import Any, Final
 
 from scramp import ScramException, ScramMechanism
+from scramp.core import Nonce
 
 from kafkactor.security.sasl_server import SaslAuthenticationError, SaslError
 from kafkactor.security.scram_credential import (
@@ -107,6 +108,7 @@ class ScramSaslServer:
         server = self._server
         try:
             text = token.decode("utf-8")
+            self._accept_nonce(text)
             server.set_client_final(text)
             final: str = server.get_server_final()
         except (ScramException, UnicodeDecodeError):
@@ -114,6 +116,20 @@ class ScramSaslServer:
         self._server = None
         self._complete = True
         return final.encode("utf-8")
+
+    def _accept_nonce(self, client_final: str) -> None:
+        """Kafka's nonce check (3.8.1+, CVE-2024-56128): the client's final nonce must end with
+        the one the server sent. librdkafka before 2.6.1 prepends its own nonce once more
+        (`r=<client><client><server>`), which Kafka accepts and scramp, comparing for equality,
+        would not: such a nonce is taken as the exchange's, the proof still checked over the
+        client's own message. Any other nonce is scramp's to refuse."""
+        sent = str(self._server.nonce)
+        for attribute in client_final.split(","):
+            if attribute.startswith("r="):
+                nonce = attribute[2:]
+                if nonce != sent and nonce.endswith(sent):
+                    self._server.nonce = Nonce(nonce)
+                return
 
     @property
     def complete(self) -> bool:

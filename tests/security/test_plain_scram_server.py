@@ -3,7 +3,10 @@ ScramSaslServer): tokens in, challenges out, Kafka's failures."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
+from scramp.core import Nonce
 
 from kafkactor.security.plain_server import PlainSaslServer
 from kafkactor.security.sasl_server import SaslAuthenticationError, SaslError, SaslServer
@@ -139,3 +142,31 @@ def test_scram_user_names_are_unescaped_as_kafka_does() -> None:
     with pytest.raises(SaslError):
         ScramSaslServer("SCRAM-SHA-512", lookup).evaluate_response(b"n,,n=a=2Cb=3Dc,r=nonce")
     assert seen == ["a,b=c"]
+
+
+@pytest.mark.parametrize(
+    ("nonce_of", "accepted"),
+    [
+        (lambda client, combined: client + combined, True),  # librdkafka < 2.6.1
+        (lambda client, combined: combined + "x", False),
+        (lambda client, combined: client + "forged", False),
+    ],
+    ids=["client-nonce-twice", "server-nonce-not-last", "server-nonce-missing"],
+)
+def test_scram_final_nonce_must_end_with_the_servers(
+    nonce_of: Callable[[str, str], str], accepted: bool
+) -> None:
+    """Kafka (3.8.1+, CVE-2024-56128) checks that the final nonce ends with the one it sent,
+    which lets librdkafka before 2.6.1 in (it sends its own nonce twice); the proof is then
+    checked over the message the client signed."""
+    server = ScramSaslServer("SCRAM-SHA-256", scram_lookup)
+    client = scram_client("SCRAM-SHA-256", "bob", "bob-secret")
+    client.set_server_first(server.evaluate_response(client.get_client_first().encode()).decode())
+    client.nonce = Nonce(nonce_of(str(client.c_nonce), str(client.nonce)))
+    final = client.get_client_final().encode()
+    if accepted:
+        client.set_server_final(server.evaluate_response(final).decode())
+        assert server.authorization_id == "bob"
+    else:
+        with pytest.raises(SaslError):
+            server.evaluate_response(final)
