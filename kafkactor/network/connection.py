@@ -25,21 +25,44 @@ import itertools
 import ssl
 import time
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kafkactor import tracing
 from kafkactor.network.codec import BadRequestError, decode_request
+from kafkactor.network.connection_limits import ConnectionLimits
 from kafkactor.network.framing import FrameDecoder, FrameSizeError
 from kafkactor.network.request_channel import NetworkRequest, NetworkResponse, RequestHeader
+from kafkactor.network.socket_server_config import SocketServerConfig
 from kafkactor.security.listener import ListenerConfig
 from kafkactor.security.principal import ANONYMOUS, KafkaPrincipal
 from kafkactor.security.sasl_authenticator import AuthenticationFailure, SaslServerAuthenticator
 from kafkactor.security.ssl_factory import principal_of
+from kafkactor.timer import Clock
 
-if TYPE_CHECKING:
-    from kafkactor.network.socket_server import SocketServer
+__all__ = ["Connection", "ConnectionOwner"]
 
-__all__ = ["Connection"]
+
+class ConnectionOwner(Protocol):
+    """What a connection needs of its `SocketServer` (a protocol of its own, so that the
+    connection does not import the server that imports it)."""
+
+    broker_id: int
+    clock: Clock
+    config: SocketServerConfig
+    limits: ConnectionLimits
+    _all_paused: bool
+    _connections: dict[str, Connection]
+
+    def _hand_on(self, request: NetworkRequest, trace_id: str) -> bool: ...
+
+    def _request_done(self) -> None: ...
+
+    def _connection_closed(self, connection: Connection, unanswered: int) -> None: ...
+
+    def _authentication_failed(
+        self, connection: Connection, failure: AuthenticationFailure
+    ) -> None: ...
+
 
 _log = tracing.get_logger("kafkactor.network")
 
@@ -82,7 +105,7 @@ class Connection(asyncio.Protocol):
 
     def __init__(
         self,
-        server: SocketServer,
+        server: ConnectionOwner,
         connection_id: str,
         listener: ListenerConfig,
         tls: ssl.SSLContext | None = None,

@@ -24,7 +24,6 @@ import ssl
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from kafkactor import tracing
@@ -34,6 +33,7 @@ from kafkactor.messages import Envelope
 from kafkactor.network.connection import Connection, api_name
 from kafkactor.network.connection_limits import connection_limits
 from kafkactor.network.request_channel import NetworkRequest, NetworkResponse
+from kafkactor.network.socket_server_config import SocketServerConfig
 from kafkactor.security.listener import ListenerConfig, plaintext
 from kafkactor.security.memory_pool import SimpleMemoryPool
 from kafkactor.security.sasl_authenticator import (
@@ -51,35 +51,6 @@ __all__ = ["SocketServer", "SocketServerConfig", "api_name"]
 _log = tracing.get_logger("kafkactor.network")
 
 _STOP_TIMEOUT_S: Final = 10.0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SocketServerConfig:
-    """A listener's address and limits (Kafka's broker settings of the same names)."""
-
-    host: str = "127.0.0.1"  # listeners bind loopback unless an address is given
-    port: int = 0  # 0: a free port, chosen at start
-    socket_request_max_bytes: int = 100 * 1024 * 1024
-    queued_max_requests: int = 500
-    max_in_flight_per_connection: int = 16
-    connections_max_idle_ms: int = 600_000
-    # how long a TLS listener waits for a client's handshake, and for its close_notify when
-    # the server closes (kafkactor's own: Kafka's SSL channel has no bound of its own but
-    # connections.max.idle.ms)
-    tls_handshake_timeout_ms: int = 10_000
-
-    def __post_init__(self) -> None:
-        for name in (
-            "socket_request_max_bytes",
-            "queued_max_requests",
-            "max_in_flight_per_connection",
-            "connections_max_idle_ms",
-            "tls_handshake_timeout_ms",
-        ):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if not 0 <= self.port <= 65535:
-            raise ValueError(f"port must be 0..65535, got {self.port}")
 
 
 class TaskTimer(Protocol):
