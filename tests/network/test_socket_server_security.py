@@ -11,9 +11,11 @@ their defaults (a stub answer to kafka-python's Metadata lets its bootstrap fini
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import queue
+import random
 import socket
 import ssl
 import threading
@@ -672,3 +674,42 @@ def test_kafka_python_hears_kafkas_message_for_a_wrong_password(
         "invalid credentials with SASL mechanism SCRAM-SHA-256"
     ) in caplog.text
     assert apis.none_within(0.05)
+
+
+# -- random frames on the wire, at each step of the exchange --------------------------------------
+
+
+def _drive(client: WireClient, state: str) -> None:
+    if state == "initial":
+        return
+    if state == "after-api-versions":
+        client.call(ApiKey.API_VERSIONS, 3, api_versions_request(3))
+        return
+    client.call(ApiKey.SASL_HANDSHAKE, 1, sasl_handshake_request(1, "SCRAM-SHA-256"))
+    if state == "scram-mid-exchange":
+        first = scram_client("SCRAM-SHA-256", "bob", "bob-secret").get_client_first()
+        client.call(ApiKey.SASL_AUTHENTICATE, 2, sasl_authenticate_request(2, first.encode()))
+
+
+@pytest.mark.parametrize(
+    "state", ["initial", "after-api-versions", "handshaken", "scram-mid-exchange"]
+)
+def test_random_frames_at_each_step_close_only_their_connection(
+    sasl_plaintext: tuple[SocketServer, StubApis], state: str
+) -> None:
+    """100 random frames per step, each on a connection of its own: answered or closed, never
+    handed to KafkaApis, and the listener still authenticates a client afterwards."""
+    server, apis = sasl_plaintext
+    rng = random.Random(f"wire-fuzz-{state}")
+    for _ in range(100):
+        with WireClient("127.0.0.1", server.port) as client:
+            _drive(client, state)
+            client.send(sized(rng.randbytes(rng.randrange(0, 40))))
+            client.sock.settimeout(0.05)
+            with contextlib.suppress(TimeoutError, ConnectionError):
+                client.sock.recv(65536)
+    assert apis.none_within(0.05)
+    with WireClient("127.0.0.1", server.port) as healthy:
+        plain_login(healthy, "alice", "alice-secret")
+        _, body = healthy.read_response(ApiKey.SASL_AUTHENTICATE, 2)
+        assert body.error_code == ErrorCode.NONE
