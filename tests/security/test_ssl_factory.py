@@ -67,9 +67,7 @@ def test_a_client_certificate_makes_the_principal_its_subject_dn(pki: Pki) -> No
 
 def test_required_client_auth_refuses_a_client_without_certificate(pki: Pki) -> None:
     with pytest.raises(ssl.SSLError):
-        _, client = handshake(
-            server_context(pki.server("required")), client_context(pki.client())
-        )
+        _, client = handshake(server_context(pki.server("required")), client_context(pki.client()))
         client.read(1)  # TLS 1.3: the client hears of the refusal on its first read
 
 
