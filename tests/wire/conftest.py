@@ -18,6 +18,7 @@ from kafkactor.actors.broker import BrokerConfig
 from kafkactor.network.kafka_apis import KafkaApisConfig
 from kafkactor.testing import Cluster
 from tests.replication.support import FAST, EventLog, captured_events
+from tests.wire.groups import quickstart_cluster
 from tests.wire.transactions import transactions_cluster
 
 LISTEN = "127.0.0.1"
@@ -35,11 +36,23 @@ def cluster() -> Iterator[Cluster]:
 
 @pytest.fixture(scope="package")
 def txn_cluster() -> Iterator[Cluster]:
-    """The transactional wire modules' one cluster (tests/wire/transactions.py), shared by the
-    four `test_transactions_*` modules, which run last in this package: each first use
+    """The transactional wire modules' one cluster (tests/wire/transactions.py), shared by
+    `test_offset_fetch_stable` and the four `test_transactions_*` modules, which run last in
+    this package: each first use
     creates `__transaction_state` and `__consumer_offsets` (100 partitions at RF 3), which
     costs seconds. Each module names its topics, transactional ids and groups apart."""
     with transactions_cluster() as started:
+        yield started
+
+
+@pytest.fixture(scope="package")
+def quick() -> Iterator[Cluster]:
+    """Three brokers with Kafka's quickstart group settings (tests/wire/groups.py), shared by
+    the consumer-group modules (`test_groups_*`, `test_offset_delete`), which inject no fault
+    into it: on a cluster of its own, each module's first group created `__consumer_offsets`
+    (50 partitions at RF 3), and its end shut those 150 replicas down again. Each test names
+    its topic and so its group apart (`topic`, `groups.group_of`)."""
+    with quickstart_cluster() as started:
         yield started
 
 

@@ -11,7 +11,7 @@ position is known. Each scenario is a coroutine run with `asyncio.run`, bounded 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, TypeVar
 
@@ -28,7 +28,6 @@ from tests.wire.groups import (
     first_offsets,
     group_of,
     is_split,
-    quickstart_cluster,
 )
 from tests.wire.support import READ_S
 
@@ -38,13 +37,6 @@ SCENARIO_S = 45.0  # no scenario may take longer
 
 def run(scenario: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(asyncio.wait_for(scenario, SCENARIO_S))
-
-
-@pytest.fixture(scope="module")
-def quick() -> Iterator[Cluster]:
-    """Three brokers with Kafka's quickstart group settings (tests/wire/groups.py)."""
-    with quickstart_cluster() as started:
-        yield started
 
 
 class Member:

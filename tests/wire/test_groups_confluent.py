@@ -31,16 +31,8 @@ from tests.wire.groups import (
     first_offsets,
     group_of,
     is_split,
-    quickstart_cluster,
 )
 from tests.wire.support import READ_S, wait_until
-
-
-@pytest.fixture(scope="module")
-def quick() -> Iterator[Cluster]:
-    """Three brokers with Kafka's quickstart group settings (tests/wire/groups.py)."""
-    with quickstart_cluster() as started:
-        yield started
 
 
 class Member:

@@ -50,20 +50,12 @@ from tests.wire.groups import (
     first_offsets,
     group_of,
     is_split,
-    quickstart_cluster,
     wait_for,
 )
 from tests.wire.support import READ_S, wait_until
 
 T = TypeVar("T")
 POLL_MS = 500  # each member's poll; a stop waits for at most one
-
-
-@pytest.fixture(scope="module")
-def quick() -> Iterator[Cluster]:
-    """Three brokers with Kafka's quickstart group settings (tests/wire/groups.py)."""
-    with quickstart_cluster() as started:
-        yield started
 
 
 class Member:

@@ -22,7 +22,6 @@ import shutil
 import signal
 import subprocess
 import threading
-from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import IO
 
@@ -39,7 +38,6 @@ from tests.wire.groups import (
     group_of,
     is_split,
     produce_in_process,
-    quickstart_cluster,
 )
 from tests.wire.support import wait_until
 
@@ -51,13 +49,6 @@ RUN_S = 30.0  # no kcat run may take longer
 EARLIEST = ("-X", "auto.offset.reset=earliest")  # see the module's docstring
 REBALANCED = re.compile(r"% Group (\S+) rebalanced \(memberid (\S+)\): (assigned|revoked): (.*)")
 PARTITION = re.compile(r"(\S+) \[(\d+)\]")
-
-
-@pytest.fixture(scope="module")
-def quick() -> Iterator[Cluster]:
-    """Three brokers with Kafka's quickstart group settings (tests/wire/groups.py)."""
-    with quickstart_cluster() as started:
-        yield started
 
 
 def command(cluster: Cluster, group: str, topic: str, *args: str) -> list[str]:

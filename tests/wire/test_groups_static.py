@@ -16,7 +16,6 @@ it to a client that is not rejoining.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import kafka.errors
@@ -26,20 +25,13 @@ from confluent_kafka.admin import AdminClient
 
 from kafkactor.actors.coordinator.coordinator_actor import GroupCoordinatorActor
 from kafkactor.testing import Cluster
-from tests.wire.groups import JOIN_S, coordinator_of, group_of, is_split, quickstart_cluster
+from tests.wire.groups import JOIN_S, coordinator_of, group_of, is_split
 from tests.wire.support import READ_S, wait_until
 from tests.wire.test_groups_kafka_python import Member as PythonMember
 from tests.wire.test_groups_kafka_python import wait_for_split
 
 PARTITIONS = 4
 SESSION_MS = 30_000  # a restart well within it
-
-
-@pytest.fixture(scope="module")
-def quick() -> Iterator[Cluster]:
-    """Three brokers with Kafka's quickstart group settings (tests/wire/groups.py)."""
-    with quickstart_cluster() as started:
-        yield started
 
 
 def generation(cluster: Cluster, group: str) -> int | None:

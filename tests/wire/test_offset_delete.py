@@ -20,20 +20,19 @@ from kafka import KafkaAdminClient, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from kafkactor.testing import Cluster
-from tests.wire.groups import coordinator_of, group_of, quickstart_cluster
+from tests.wire.groups import coordinator_of, group_of
 from tests.wire.test_groups_kafka_python import members, wait_for_split
 
 pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture(scope="module")
-def quick() -> Iterator[Cluster]:
-    """Three brokers on loopback with Kafka's quickstart group settings (no initial delay), and
-    `__consumer_offsets` made first: kafka-python's admin calls do not retry the
-    COORDINATOR_NOT_AVAILABLE of the first FindCoordinator, which creates it."""
-    with quickstart_cluster() as started:
-        started.ensure_offsets_topic()
-        yield started
+def quick(quick: Cluster) -> Cluster:
+    """The package's quickstart cluster (tests/wire/conftest.py), with `__consumer_offsets`
+    made first: kafka-python's admin calls do not retry the COORDINATOR_NOT_AVAILABLE of the
+    first FindCoordinator, which creates it."""
+    quick.ensure_offsets_topic()
+    return quick
 
 
 @contextmanager

@@ -10,12 +10,12 @@ ask again until it is stable. A read_uncommitted consumer of the same group mean
 older offset (require_stable=false), as from Kafka 2.8. aiokafka sends OffsetFetch v1-v3 only,
 without require_stable.
 
-The tests share the module's three-broker cluster, each on topics and a group of its own.
+The tests share the package's transactional cluster, each on topics and a group of its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -26,7 +26,6 @@ from kafka import TopicPartition as KafkaTopicPartition
 from kafkactor.testing import Cluster
 from tests.replication.support import EventLog
 from tests.wire.support import READ_S, wait_until
-from tests.wire.transactions import transactions_cluster
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -38,9 +37,10 @@ ASKED_AGAIN = 3  # OffsetFetch requests of the reader that all met the open tran
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    with transactions_cluster() as started:
-        yield started
+def cluster(txn_cluster: Cluster) -> Cluster:
+    """The package's transactional cluster (tests/wire/conftest.py): its topics, groups and
+    transactional ids are named after each test's own topic."""
+    return txn_cluster
 
 
 def offset_fetches(events: EventLog, client_id: str) -> list[int]:
