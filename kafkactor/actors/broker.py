@@ -13,7 +13,7 @@ import pykka
 from kazoo.exceptions import NoNodeError
 
 from kafkactor.actors.broker_network import start_network
-from kafkactor.actors.broker_security import BrokerSecurity, registration
+from kafkactor.actors.broker_security import BrokerSecurity, client_quotas, registration
 from kafkactor.actors.controller import ControllerActor, ZooKeeperSession, zk_data
 from kafkactor.actors.controller.controller_config import ControllerConfig
 from kafkactor.actors.controller.dynamic_config_manager import DynamicConfigManagerActor
@@ -172,6 +172,7 @@ class Broker:
                 timer=self.timer,
                 zookeeper=(lambda: session.client) if session is not None else None,
             )
+        self.credentials, self.quotas = client_quotas(self.security, self.clock)
 
     @property
     def endpoint(self) -> tuple[str, int]:
@@ -342,7 +343,7 @@ class Broker:
             self.broker_id,
             zk=self.zookeeper,
             defaults=self.config.log_manager.default_log_config,
-            credentials=self.security.credentials if self.security is not None else None,
+            credentials=self.credentials,
         )
         self.directory.register(address, ref)
         self.refs.append(ref)

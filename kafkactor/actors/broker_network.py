@@ -44,7 +44,7 @@ def start_network(broker: Any) -> SocketServer:
         broker_id,
         apis=apis,
         scheduler=broker.scheduler,
-        quotas=security.quotas if security is not None else None,
+        quotas=broker.quotas,
     )
     broker.directory.register(addresses.kafka_apis(broker_id), ref)
     broker.refs.append(ref)

@@ -28,7 +28,39 @@ from kafkactor.security.memory_pool import UNBOUNDED, SimpleMemoryPool
 from kafkactor.security.security_config import BrokerSecurityConfig
 from kafkactor.timer import Clock, Timer
 
-__all__ = ["BrokerSecurity", "listener_endpoints", "registration"]
+__all__ = ["BrokerSecurity", "client_quotas", "listener_endpoints", "registration"]
+
+
+def client_quotas(
+    security: BrokerSecurity | None, clock: Clock
+) -> tuple[CredentialCache, QuotaManagers]:
+    """The credential cache and the client quota managers of a broker: its security's, or,
+    without security settings, ones of their own. As in Kafka, `/config/users` and
+    `/config/clients` (SCRAM credentials, byte-rate quotas) apply to every broker: a
+    PLAINTEXT client is `User:ANONYMOUS`, throttled by its client id's quota."""
+    if security is not None:
+        return security.credentials, security.quotas
+    credentials = CredentialCache()
+    return credentials, _quota_managers(credentials, clock, BrokerSecurityConfig())
+
+
+def _quota_managers(
+    credentials: CredentialCache, clock: Clock, config: BrokerSecurityConfig
+) -> QuotaManagers:
+    def entity_quota(path: str) -> Any:
+        """An entity's raw config by its path under /config (the quota managers' lookup)."""
+        entity_type, _, name = path.partition("/")
+        entity = QuotaEntity.from_path(entity_type, name)
+        return credentials.configs.configs.get(entity) if entity is not None else None
+
+    return QuotaManagers.create(
+        entity_quota,
+        clock,
+        ClientQuotaManagerConfig(
+            num_quota_samples=config.quota_window_num,
+            quota_window_size_seconds=config.quota_window_size_seconds,
+        ),
+    )
 
 
 def listener_endpoints(
@@ -86,14 +118,7 @@ class BrokerSecurity:
         self.credentials = CredentialCache()
         self.authorizer: AclAuthorizer | None = None
         self.acl_store: AclStore | None = None
-        self.quotas = QuotaManagers.create(
-            self._entity_quota,
-            clock,
-            ClientQuotaManagerConfig(
-                num_quota_samples=config.quota_window_num,
-                quota_window_size_seconds=config.quota_window_size_seconds,
-            ),
-        )
+        self.quotas = _quota_managers(self.credentials, clock, config)
         self.memory_pool = SimpleMemoryPool(
             config.queued_max_request_bytes if config.queued_max_request_bytes > 0 else UNBOUNDED
         )
@@ -127,12 +152,6 @@ class BrokerSecurity:
             replace(listener, port=ports.get(listener.name, listener.port))
             for listener in self.listeners
         )
-
-    def _entity_quota(self, path: str) -> Any:
-        """An entity's raw config by its path under /config (the quota managers' lookup)."""
-        entity_type, _, name = path.partition("/")
-        entity = QuotaEntity.from_path(entity_type, name)
-        return self.credentials.configs.configs.get(entity) if entity is not None else None
 
     def start(self) -> BrokerSecurity:
         config = self.config

@@ -30,7 +30,6 @@ from kafkactor.security.client_quota_manager import ClientQuotaManagerConfig, Qu
 from kafkactor.security.entity_configs import QuotaEntity
 from kafkactor.security.security_config import BrokerSecurityConfig
 from kafkactor.testing import Cluster
-from kafkactor.testing.security import ClusterSecurity
 from kafkactor.timer import TimerTask
 from tests.network.wire import (
     WAIT_S,
@@ -309,16 +308,14 @@ PRODUCE, FETCH = QuotaType.PRODUCE.value, QuotaType.FETCH.value
 
 @pytest.fixture(scope="module")
 def quota_cluster() -> Iterator[Cluster]:
-    """One broker (ZooKeeper, a PLAINTEXT listener with the broker's security parts) and
-    byte-rate quotas on two client ids, written to ZooKeeper as `kafka-configs --alter
-    --entity-type clients` writes them and read by the broker from its entity-config cache.
-    The quota managers sample two windows of 1 s (`quota.window.num` 2; ClusterSecurity has
-    no setting for it), so the first burst is short."""
-    security = ClusterSecurity(protocol="PLAINTEXT")
-    with Cluster(1, listen="127.0.0.1", security=security) as cluster:
-        broker_security = cluster.brokers[1].security
-        assert broker_security is not None
-        quotas = broker_security.quotas
+    """One broker (ZooKeeper, a PLAINTEXT listener and no security settings: quotas apply to
+    every broker, as in Kafka) and byte-rate quotas on two client ids, written to ZooKeeper as
+    `kafka-configs --alter --entity-type clients` writes them and read by the broker from its
+    entity-config cache. The quota managers sample two windows of 1 s (`quota.window.num` 2;
+    the cluster has no setting for it), so the first burst is short."""
+    with Cluster(1, listen="127.0.0.1") as cluster:
+        assert cluster.brokers[1].security is None
+        quotas = cluster.brokers[1].quotas
         windows = ClientQuotaManagerConfig(num_quota_samples=2, quota_window_size_seconds=1)
         quotas.produce.config = quotas.fetch.config = windows
         assert cluster.embedded_zookeeper is not None
