@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kafkactor.security.connection_quotas import parse_per_ip_overrides
 from kafkactor.security.jaas import JaasConfigError, JaasEntry, format_jaas, parse_jaas
 from kafkactor.security.listener import SecurityProtocol
 from kafkactor.security.principal import KafkaPrincipal
@@ -195,6 +196,20 @@ class AuthorizerClass(Kind):
                 "has Kafka's ACL authorizer only"
             )
         return text
+
+
+@dataclass(frozen=True, slots=True)
+class PerIpOverrides(Kind):
+    """max.connections.per.ip.overrides: `host:count` pairs separated by commas."""
+
+    def parse(self, text: str) -> tuple[tuple[str, int], ...]:
+        try:
+            return tuple(parse_per_ip_overrides(text).items())
+        except ValueError as error:
+            raise ValueError(f"must be <host>:<count> pairs separated by ',' ({error})") from None
+
+    def format(self, value: Any) -> str:
+        return ",".join(f"{host}:{count}" for host, count in value)
 
 
 @dataclass(frozen=True, slots=True)

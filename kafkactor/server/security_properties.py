@@ -108,6 +108,7 @@ class SecurityProperties:
     queued_max_request_bytes: int = -1
     max_connections: int = INT_MAX
     max_connections_per_ip: int = INT_MAX
+    max_connections_per_ip_overrides: tuple[tuple[str, int], ...] = ()
     quota_window_num: int = 11
     quota_window_size_seconds: int = 1
     listener_overrides: tuple[tuple[str, Any], ...] = field(default=(), repr=False)
@@ -235,6 +236,7 @@ def build_security(
         queued_max_request_bytes=properties.queued_max_request_bytes,
         max_connections=properties.max_connections,
         max_connections_per_ip=properties.max_connections_per_ip,
+        max_connections_per_ip_overrides=dict(properties.max_connections_per_ip_overrides),
         quota_window_num=properties.quota_window_num,
         quota_window_size_seconds=properties.quota_window_size_seconds,
     )

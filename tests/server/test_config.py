@@ -125,6 +125,7 @@ connection.failed.authentication.delay.ms=250
 queued.max.request.bytes=104857600
 max.connections=1000
 max.connections.per.ip=100
+max.connections.per.ip.overrides=127.0.0.1:200
 quota.window.num=5
 quota.window.size.seconds=2
 """

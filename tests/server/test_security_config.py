@@ -55,6 +55,7 @@ SASL = {
     "queued.max.request.bytes": "1048576",
     "max.connections": "100",
     "max.connections.per.ip": "10",
+    "max.connections.per.ip.overrides": "127.0.0.1:200, 10.0.0.7:5",
     "quota.window.num": "5",
     "quota.window.size.seconds": "2",
 }
@@ -112,6 +113,7 @@ def test_listeners_protocols_tls_sasl_and_limits_make_the_brokers_security() -> 
     assert security.authorizer.allow_everyone_if_no_acl_found is False
     assert (security.queued_max_request_bytes, security.max_connections) == (1_048_576, 100)
     assert security.max_connections_per_ip == 10
+    assert security.max_connections_per_ip_overrides == {"127.0.0.1": 200, "10.0.0.7": 5}
     assert (security.quota_window_num, security.quota_window_size_seconds) == (5, 2)
 
 
@@ -275,6 +277,8 @@ def test_a_misconfiguration_is_refused_naming_the_setting(
         ("authorizer.class.name=com.example.Mine", "authorizer.class.name", "AclAuthorizer"),
         ("super.users=admin", "super.users", "<type>:<name>"),
         ("max.connections=-1", "max.connections", "non-negative"),
+        ("max.connections.per.ip.overrides=h", "max.connections.per.ip.overrides", "<host>"),
+        ("max.connections.per.ip.overrides=h:-2", "max.connections.per.ip.overrides", "negative"),
         ("quota.window.num=0", "quota.window.num", "positive"),
         ("listener.name.a.ssl.protocol=TLSv1.3", "listener.name.a.ssl.protocol", "overrides"),
         ("listener.name.a.gssapi.sasl.jaas.config=x", "listener.name.a.gssapi", "GSSAPI"),
