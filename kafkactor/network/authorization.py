@@ -19,7 +19,13 @@ from kafkactor.messages import ErrorCode
 from kafkactor.network.codec import build, nested, response_type
 from kafkactor.network.request_channel import RequestHeader
 from kafkactor.network.steps import NO_THROTTLE, Admin, Answer, Ask, Step
-from kafkactor.security.acl import CLUSTER_NAME, AclOperation, Authorizer, ResourceType
+from kafkactor.security.acl import (
+    CLUSTER_NAME,
+    SUPPORTED_OPERATIONS,
+    AclOperation,
+    Authorizer,
+    ResourceType,
+)
 from kafkactor.security.principal import KafkaPrincipal
 
 __all__ = [
@@ -45,32 +51,6 @@ AUTHORIZATION_MESSAGES: Final[Mapping[ErrorCode, str]] = {
     ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
     ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
     ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Transactional Id authorization failed.",
-}
-
-#: the operations each resource type supports (Kafka's `AclEntry.supportedOperations`), the bits
-#: of the KIP-430 authorized-operations fields
-SUPPORTED_OPERATIONS: Final[Mapping[ResourceType, tuple[AclOperation, ...]]] = {
-    ResourceType.TOPIC: (
-        AclOperation.READ,
-        AclOperation.WRITE,
-        AclOperation.CREATE,
-        AclOperation.DESCRIBE,
-        AclOperation.DELETE,
-        AclOperation.ALTER,
-        AclOperation.DESCRIBE_CONFIGS,
-        AclOperation.ALTER_CONFIGS,
-    ),
-    ResourceType.GROUP: (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE),
-    ResourceType.CLUSTER: (
-        AclOperation.CREATE,
-        AclOperation.CLUSTER_ACTION,
-        AclOperation.DESCRIBE_CONFIGS,
-        AclOperation.ALTER_CONFIGS,
-        AclOperation.IDEMPOTENT_WRITE,
-        AclOperation.ALTER,
-        AclOperation.DESCRIBE,
-    ),
-    ResourceType.TRANSACTIONAL_ID: (AclOperation.DESCRIBE, AclOperation.WRITE),
 }
 
 

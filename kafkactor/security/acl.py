@@ -8,12 +8,14 @@ resources a `ResourcePattern` matches (a LITERAL name, `*` for every name, or a 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Protocol
 
 from kafkactor.security.principal import KafkaPrincipal
 
 __all__ = [
+    "SUPPORTED_OPERATIONS",
     "WILDCARD",
     "AclBinding",
     "AclOperation",
@@ -70,6 +72,35 @@ class AclPermissionType(enum.IntEnum):
     ANY = 1
     DENY = 2
     ALLOW = 3
+
+
+#: The operations each resource type has (Kafka's `AclEntry.supportedOperations`): what
+#: KIP-430's authorized operations are computed over.
+SUPPORTED_OPERATIONS: Final[Mapping[ResourceType, tuple[AclOperation, ...]]] = {
+    ResourceType.TOPIC: (
+        AclOperation.READ,
+        AclOperation.WRITE,
+        AclOperation.CREATE,
+        AclOperation.DESCRIBE,
+        AclOperation.DELETE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    ),
+    ResourceType.GROUP: (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE),
+    ResourceType.CLUSTER: (
+        AclOperation.CREATE,
+        AclOperation.CLUSTER_ACTION,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+        AclOperation.IDEMPOTENT_WRITE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE,
+    ),
+    ResourceType.TRANSACTIONAL_ID: (AclOperation.DESCRIBE, AclOperation.WRITE),
+    ResourceType.DELEGATION_TOKEN: (AclOperation.DESCRIBE,),
+    ResourceType.USER: (AclOperation.CREATE_TOKENS, AclOperation.DESCRIBE_TOKENS),
+}
 
 
 @dataclass(frozen=True, slots=True)

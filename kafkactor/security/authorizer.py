@@ -27,6 +27,7 @@ from types import MappingProxyType
 from typing import Final, Protocol
 
 from kafkactor.security.acl import (
+    SUPPORTED_OPERATIONS,
     WILDCARD,
     AclBinding,
     AclOperation,
@@ -40,7 +41,6 @@ from kafkactor.security.security_config import AuthorizerConfig
 from kafkactor.tracing import get_logger
 
 __all__ = [
-    "SUPPORTED_OPERATIONS",
     "WILDCARD_PRINCIPAL",
     "AccessControlEntry",
     "AclAuthorizer",
@@ -74,34 +74,6 @@ _IMPLIED_BY: Final[Mapping[AclOperation, frozenset[AclOperation]]] = {
 # the operations an ALLOW of which allows the key, ALL included
 _ALLOWED_BY: Final[Mapping[AclOperation, frozenset[AclOperation]]] = {
     operation: implied | {AclOperation.ALL} for operation, implied in _IMPLIED_BY.items()
-}
-
-#: The operations each resource type has (Kafka's `AclEntry.supportedOperations`): what
-#: KIP-430's authorized operations are computed over.
-SUPPORTED_OPERATIONS: Final[Mapping[ResourceType, tuple[AclOperation, ...]]] = {
-    ResourceType.TOPIC: (
-        AclOperation.READ,
-        AclOperation.WRITE,
-        AclOperation.CREATE,
-        AclOperation.DESCRIBE,
-        AclOperation.DELETE,
-        AclOperation.ALTER,
-        AclOperation.DESCRIBE_CONFIGS,
-        AclOperation.ALTER_CONFIGS,
-    ),
-    ResourceType.GROUP: (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE),
-    ResourceType.CLUSTER: (
-        AclOperation.CREATE,
-        AclOperation.CLUSTER_ACTION,
-        AclOperation.DESCRIBE_CONFIGS,
-        AclOperation.ALTER_CONFIGS,
-        AclOperation.IDEMPOTENT_WRITE,
-        AclOperation.ALTER,
-        AclOperation.DESCRIBE,
-    ),
-    ResourceType.TRANSACTIONAL_ID: (AclOperation.DESCRIBE, AclOperation.WRITE),
-    ResourceType.DELEGATION_TOKEN: (AclOperation.DESCRIBE,),
-    ResourceType.USER: (AclOperation.CREATE_TOKENS, AclOperation.DESCRIBE_TOKENS),
 }
 
 
