@@ -166,8 +166,7 @@ NOT_EXERCISED = {
         "needs a SASL listener (tests/network/test_socket_server_security.py)"
     ),
     "security.authentication_failed": (
-        "needs a SASL listener and a failed exchange "
-        "(tests/network/test_socket_server_security.py)"
+        "needs a SASL listener and a failed exchange (tests/network/test_socket_server_security.py)"
     ),
     "quota.throttled": (
         "needs a client over a byte-rate quota (tests/network/test_socket_server_limits.py)"
