@@ -184,9 +184,12 @@ class ProtocolResult:
 def measure_protocol(protocol: str, args: argparse.Namespace, clients: Clients) -> ProtocolResult:
     security = ClusterSecurity(protocol=protocol, users={USER: PASSWORD}, mechanisms=(MECHANISM,))
     errors: list[str] = []
-    with Cluster(3, security=security) as cluster:
+    with Cluster(args.brokers, security=security) as cluster:
         topic = f"bench-{protocol.lower()}"
-        cluster.create_topic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})
+        replicas = min(3, args.brokers)
+        cluster.create_topic(
+            topic, PARTITIONS, replicas, config={"min.insync.replicas": str(min(2, replicas))}
+        )
         config = cluster.client_config(
             "confluent-kafka", user=USER if protocol.startswith("SASL") else None
         )
@@ -284,6 +287,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--records", type=h.positive_int, help="records produced (100,000)")
     p.add_argument("--handshakes", type=h.positive_int, help="connections per protocol (200)")
+    p.add_argument("--brokers", type=h.positive_int, help="brokers per cluster (3; smoke: 1)")
     p.add_argument(
         "--same-process", action="store_true", help="the clients in this process, not a child"
     )
@@ -291,6 +295,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.parse_args(argv),
         records=(100_000, 30_000, 500),
         handshakes=(200, 60, 5),
+        brokers=(3, 3, 1),
         runs=(3, 3, 1),
     )
 
@@ -303,8 +308,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         versions = clients.run(client_versions)  # the child starts here, before any timing
         h.header(
-            f"3 brokers on 127.0.0.1 (kafkactor.Cluster, tracing off), one per protocol and run;"
-            f" topic: {PARTITIONS} partitions, RF 3, min ISR 2, acks=all; {args.records:,} x"
+            f"{args.brokers} broker(s) on 127.0.0.1 (kafkactor.Cluster, tracing off), one cluster"
+            f" per protocol and run; topic: {PARTITIONS} partitions, RF {min(3, args.brokers)},"
+            f" acks=all; {args.records:,} x"
             f" {VALUE_BYTES} B values; {args.handshakes} handshakes; {args.runs} run(s)",
             f"{versions}, its defaults; clients in"
             f" {'this process' if args.same_process else 'a child process'};"
