@@ -115,6 +115,12 @@ def test_ports_follow_the_first_one(tmp_path: Path) -> None:
         server = start("--brokers", "2", "--port", str(port), cwd=tmp_path)
     except AssertionError:
         pytest.skip(f"port {port} or {port + 1} was taken meanwhile")
+    if server.line == "":  # it exited at once: refused, naming the port it could not bind
+        code, _, err = server.stop()
+        taken = (f"cannot listen on 127.0.0.1:{p}" in err for p in (port, port + 1))
+        if code == 1 and any(taken):  # another process's connection took it meanwhile
+            pytest.skip(f"port {port} or {port + 1} was taken meanwhile")
+        raise AssertionError(f"exit {code} without a line: {err}")
     try:
         assert server.line == f"bootstrap.servers=127.0.0.1:{port},127.0.0.1:{port + 1}"
     finally:
