@@ -332,9 +332,15 @@ def test_a_new_coordinator_completes_a_prepared_commit(zk_trio: Txns) -> None:
         assert zk_trio.end(tid, ids, committed=True) is E.NONE
         assert zk_trio.describe(tid).state == "PrepareCommit"
         cluster.stop_broker(coordinator, controlled=True)
+        # ZooKeeper names the new leader before its LeaderAndIsr reaches it: until then that
+        # broker answers NOT_COORDINATOR, which a producer retries
         successor = wait_until(
-            lambda: (b := zk_trio.coordinator(tid)) not in (-1, coordinator) and b,
-            message="a new coordinator",
+            lambda: (
+                (b := zk_trio.coordinator(tid)) not in (-1, coordinator)
+                and zk_trio.describe(tid, b).error_code is E.NONE
+                and b
+            ),
+            message="a new coordinator serving the transactional id",
         )
         assert zk_trio.describe(tid, successor).state == "PrepareCommit"
         cluster.restart_broker(holder)

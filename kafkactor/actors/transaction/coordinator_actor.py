@@ -382,8 +382,12 @@ class TransactionCoordinatorActor(TxnMarkerSender):
         partition, epoch = event.partition, event.leader_epoch
         if epoch < self._epochs.get(partition, -1):
             return  # an older decision arrived late
-        if self._epochs.get(partition) == epoch and partition in self.core.state.owned:
-            return  # already served in this epoch
+        if partition in self.core.state.owned:
+            # still ours: a newer epoch of the same leadership (an ISR change) is no election.
+            # Kafka calls onElection only for a broker that was not the leader; reloading here
+            # would answer NOT_COORDINATOR to a transition being written meanwhile.
+            self._epochs[partition] = epoch
+            return
         self._epochs[partition] = epoch
         self._drop_markers(partition)
         self.core.state.begin_loading(partition, epoch)
