@@ -40,6 +40,7 @@ DEFERRED = (
     "kafkactor.clients",
     "kazoo.client",  # a real ZooKeeper's client
     "scramp",  # SCRAM credentials and handshakes
+    "msgpack",  # the messages' codec: actors pass messages as they are
     "kafkactor.security.authorizer",  # a broker with an authorizer
     "kafkactor.network.authorization_checks",
     "kafkactor.network.acl_apis",
