@@ -11,13 +11,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from kafkactor import __version__
-
 if TYPE_CHECKING:  # the serve module loads the broker: imported where a command runs
     from kafkactor.serve import ServeOptions
 
+# Start-up (docs/processes.md "Start-up"): building the parser imports no command's work;
+# each command imports what it runs when it runs, so `kafkactor serve` loads the broker and
+# nothing else (tests/test_startup_imports.py keeps it so).
+
 
 def _cmd_version(_args: argparse.Namespace) -> int:
+    from kafkactor import __version__
     from kafkactor.build_info import describe
 
     print(f"kafkactor {__version__} ({describe()}, Python {sys.version.split()[0]})")
@@ -414,12 +417,38 @@ def _add_serve_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
     server.set_defaults(func=_cmd_serve)
 
 
+class _VersionAction(argparse.Action):
+    """`--version`: argparse's version action, the version read only when asked (from the
+    installed metadata, whose loading a broker's start does without)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS) -> None:
+        super().__init__(
+            option_strings,
+            dest,
+            default=argparse.SUPPRESS,
+            nargs=0,
+            help="show program's version number and exit",
+        )
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        from kafkactor import __version__
+
+        print(f"kafkactor {__version__}", flush=True)
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kafkactor",
         description="Kafka's broker internals rebuilt as a Python actor system.",
     )
-    parser.add_argument("--version", action="version", version=f"kafkactor {__version__}")
+    parser.add_argument("--version", action=_VersionAction)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     version = commands.add_parser(

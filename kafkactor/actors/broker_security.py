@@ -14,12 +14,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafkactor.actors.controller.broker_registration import BrokerRegistration
 from kafkactor.common import ListenerEndpoint
-from kafkactor.security.acl_store import AclStore
-from kafkactor.security.authorizer import AclAuthorizer
 from kafkactor.security.client_quota_manager import ClientQuotaManagerConfig, QuotaManagers
 from kafkactor.security.credential_cache import CredentialCache
 from kafkactor.security.entity_configs import QuotaEntity
@@ -27,6 +25,10 @@ from kafkactor.security.listener import ListenerConfig
 from kafkactor.security.memory_pool import UNBOUNDED, SimpleMemoryPool
 from kafkactor.security.security_config import BrokerSecurityConfig
 from kafkactor.timer import Clock, Timer
+
+if TYPE_CHECKING:  # loaded by a broker with an authorizer only (start, start_acl_store)
+    from kafkactor.security.acl_store import AclStore
+    from kafkactor.security.authorizer import AclAuthorizer
 
 __all__ = ["BrokerSecurity", "client_quotas", "listener_endpoints", "registration"]
 
@@ -156,6 +158,8 @@ class BrokerSecurity:
     def start(self) -> BrokerSecurity:
         config = self.config
         if config.authorizer.enabled:
+            from kafkactor.security.authorizer import AclAuthorizer
+
             self.authorizer = AclAuthorizer(config.authorizer)
         return self
 
@@ -166,6 +170,8 @@ class BrokerSecurity:
         listener is bound before the session registers the broker)."""
         if self.authorizer is None or self._zk is None:
             return
+        from kafkactor.security.acl_store import AclStore
+
         store = AclStore(self._zk, self.authorizer, broker_id=self.broker_id, clock=self.clock)
         store.start()
         self.acl_store = store

@@ -7,6 +7,11 @@ v0-1 and OffsetFetch v0; `inter_broker_schemas`: LeaderAndIsr, StopReplica, Upda
 ControlledShutdown), which kio reads and writes alike. This module only picks the entity for an
 API key and version, and reads and writes frames.
 
+Entities are loaded per API, on first use: kio imports one API version's module when it is
+first asked for, and the transcribed tables, whose making takes a noticeable part of a
+broker's start, are imported when an API they hold is first spoken (`_TRANSCRIBED_VERSIONS`
+says which, without importing them). A broker that only produces never builds them.
+
 The broker side reads a request frame (header, then body: `decode_request`) and writes a
 response frame (size prefix, header, body: `encode_response`). Every way a request frame can be
 wrong ends in a `BadRequestError` naming why; the socket server then closes the connection, as
@@ -16,7 +21,7 @@ frame that cannot be read raises a `BadResponseError`.
 
 The request header is Kafka's: v1 for a non-flexible version, v2 (KIP-482) for a flexible one,
 v0 for ControlledShutdown v0 alone. Header v2 may carry kafkactor's trace context in a tagged
-field of its own (`inter_broker_schemas.TRACE_CONTEXT_TAG`), written by `encode_request(...,
+field of its own (`request_headers.TRACE_CONTEXT_TAG`), written by `encode_request(...,
 trace=...)` and read into `RequestHeader.trace_id` / `parent_span_id`, so a trace continues
 from one broker process into another; a request without it (every real Kafka client's) reads
 exactly as before.
@@ -24,6 +29,7 @@ exactly as before.
 
 from __future__ import annotations
 
+import importlib
 import io
 import re
 import struct
@@ -32,15 +38,11 @@ from dataclasses import fields
 from functools import cache
 from typing import Any, Final
 
-from kafkactor.network import (
-    _kio,  # noqa: F401 (first: imports kio without hypothesis)
-    inter_broker_schemas,
-    removed_versions,
-)
+from kafkactor.network import _kio  # noqa: F401 (first: imports kio without hypothesis)
 from kafkactor.network.api_versions import ApiKey, served
-from kafkactor.network.inter_broker_schemas import REQUEST_HEADER_V0, TRACED_REQUEST_HEADER
 from kafkactor.network.length_guard import MalformedLengthError, check_lengths
 from kafkactor.network.request_channel import RequestHeader
+from kafkactor.network.request_headers import REQUEST_HEADER_V0, TRACED_REQUEST_HEADER
 
 from kio.index import load_request_schema, load_response_schema  # isort: skip
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1  # isort: skip
@@ -66,16 +68,29 @@ __all__ = [
 _PREFIX: Final = struct.Struct(">hhi")  # api key, api version, correlation id
 _SIZE: Final = struct.Struct(">i")
 
-#: Every transcribed entity, by (API key, version): the versions Kafka 4 removed, and the
-#: inter-broker APIs it removed whole. The two tables share no key.
-_TRANSCRIBED_REQUESTS: Final[dict[tuple[int, int], Any]] = {
-    **removed_versions.REQUESTS,
-    **inter_broker_schemas.REQUESTS,
+#: The API versions with transcribed entities, and the module of `kafkactor.network` whose
+#: `REQUESTS` and `RESPONSES` tables hold them: the versions Kafka 4 removed, and the
+#: inter-broker APIs it removed whole. A module is imported on the first request for one of its
+#: versions (tests/test_startup_imports.py checks this table against the modules' own).
+_TRANSCRIBED_VERSIONS: Final[dict[int, tuple[str, range]]] = {
+    ApiKey.OFFSET_COMMIT: ("removed_versions", range(2)),
+    ApiKey.OFFSET_FETCH: ("removed_versions", range(1)),
+    ApiKey.DESCRIBE_CONFIGS: ("removed_versions", range(1)),
+    ApiKey.LEADER_AND_ISR: ("inter_broker_schemas", range(8)),
+    ApiKey.STOP_REPLICA: ("inter_broker_schemas", range(5)),
+    ApiKey.UPDATE_METADATA: ("inter_broker_schemas", range(9)),
+    ApiKey.CONTROLLED_SHUTDOWN: ("inter_broker_schemas", range(4)),
 }
-_TRANSCRIBED_RESPONSES: Final[dict[tuple[int, int], Any]] = {
-    **removed_versions.RESPONSES,
-    **inter_broker_schemas.RESPONSES,
-}
+
+
+def _transcribed(api_key: int, version: int, table: str) -> Any:
+    """The transcribed entity of this API version from `table` ("REQUESTS" or "RESPONSES") of
+    its module, imported now if it is not yet; None for a version kio has."""
+    where = _TRANSCRIBED_VERSIONS.get(api_key)
+    if where is None or version not in where[1]:
+        return None
+    module = importlib.import_module(f"kafkactor.network.{where[0]}")
+    return getattr(module, table).get((api_key, version))
 
 
 class BadRequestError(Exception):
@@ -115,7 +130,7 @@ UNSUPPORTED_API_VERSIONS: Final = UnsupportedApiVersions()
 def request_type(api_key: int, version: int) -> Any:
     """The request entity class of this API and version: kio's, or for what Kafka 4 removed,
     the transcribed one (`removed_versions`, `inter_broker_schemas`)."""
-    transcribed = _TRANSCRIBED_REQUESTS.get((api_key, version))
+    transcribed = _transcribed(api_key, version, "REQUESTS")
     return transcribed if transcribed is not None else load_request_schema(api_key, version)
 
 
@@ -123,7 +138,7 @@ def request_type(api_key: int, version: int) -> Any:
 def response_type(api_key: int, version: int) -> Any:
     """The response entity class of this API and version: kio's, or for what Kafka 4 removed,
     the transcribed one (`removed_versions`, `inter_broker_schemas`)."""
-    transcribed = _TRANSCRIBED_RESPONSES.get((api_key, version))
+    transcribed = _transcribed(api_key, version, "RESPONSES")
     return transcribed if transcribed is not None else load_response_schema(api_key, version)
 
 

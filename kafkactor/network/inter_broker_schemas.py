@@ -18,13 +18,13 @@ JSON's order under kio's snake-case names (`isKRaftController` is `is_k_raft_con
 shared by the positions that use them. The entities are made by
 `kafkactor.network.transcribed`, and kio's `entity_reader` / `entity_writer` do every byte.
 
-Two request headers kio lacks are here too: request header v0 (Kafka 3.9's
-`RequestHeader.json`, used by ControlledShutdown v0 alone: no client id), and kafkactor's
-request header v2 with one more tagged field carrying a trace context across processes
-(`TRACED_REQUEST_HEADER`).
+The two request headers kio lacks (request header v0, of ControlledShutdown v0 alone, and
+kafkactor's header v2 with a trace context, `TRACED_REQUEST_HEADER`) are in `request_headers`,
+re-exported here.
 
 `REQUESTS` and `RESPONSES` map (API key, version) to the entity class, like
-`removed_versions`; codec.py consults both tables before kio.
+`removed_versions`; codec.py consults both tables before kio, and imports this module (making
+its ~130 classes takes a while) only when one of these four APIs is first spoken.
 """
 
 from __future__ import annotations
@@ -32,7 +32,12 @@ from __future__ import annotations
 from typing import Any, Final
 
 from kafkactor.network.api_versions import ApiKey
-from kafkactor.network.transcribed import EntityType, Field, entity, message
+from kafkactor.network.request_headers import (
+    REQUEST_HEADER_V0,
+    TRACE_CONTEXT_TAG,
+    TRACED_REQUEST_HEADER,
+)
+from kafkactor.network.transcribed import EntityType, Field, message
 
 __all__ = [
     "REQUESTS",
@@ -41,44 +46,6 @@ __all__ = [
     "TRACED_REQUEST_HEADER",
     "TRACE_CONTEXT_TAG",
 ]
-
-# -- request headers -----------------------------------------------------------------------------
-
-_REQUEST_HEADER_FIELDS: Final = (
-    Field("request_api_key", "int16", 0),
-    Field("request_api_version", "int16", 0),
-    Field("correlation_id", "int32", 0),
-    Field("client_id", "string", 1, nullable=True),
-)
-
-REQUEST_HEADER_V0: Final[Any] = entity(
-    "RequestHeader", 0, _REQUEST_HEADER_FIELDS, EntityType.header, module=__name__
-)
-"""Request header v0 (no client id): the header of ControlledShutdown v0 requests only."""
-
-#: The tag of kafkactor's trace context in request header v2. Kafka numbers a struct's tags
-#: from 0 upwards (its RequestHeader has none up to 3.9), so a tag this far away cannot meet
-#: one Kafka adds; Kafka's own parser skips tags it does not know, and real Kafka clients never
-#: send it. (Its uvarint takes two bytes.)
-TRACE_CONTEXT_TAG: Final = 10_000
-
-TRACED_REQUEST_HEADER: Final[Any] = entity(
-    "RequestHeader",  # the name kio special-cases: client_id keeps its non-compact form
-    2,
-    (
-        *_REQUEST_HEADER_FIELDS,
-        # "<trace id>-<span id>" as text. On the wire a compact string (bytes and strings are
-        # written alike in flexible versions); read as bytes, so that a value that is not
-        # UTF-8 is ignored by the codec rather than refused by kio
-        Field("trace_context", "bytes", 2, tag=TRACE_CONTEXT_TAG),
-    ),
-    EntityType.header,
-    module=__name__,
-    flexible_from=2,
-)
-"""Request header v2 (Kafka's, KIP-482) plus kafkactor's tagged trace context: every field of
-kio's header v2, in its order, and `trace_context` (tag `TRACE_CONTEXT_TAG`, default b"", so
-a header without it is written and read exactly as kio's)."""
 
 # -- LeaderAndIsr (api key 4): v0-7, flexible from v4 --------------------------------------------
 

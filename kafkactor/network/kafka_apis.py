@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from kafkactor.actors.coordinator.results import GroupConfig
 from kafkactor.actors.runtime import addresses
@@ -32,11 +32,9 @@ from kafkactor.messages.replication import (
     ProduceRequest,
     ProduceResponse,
 )
-from kafkactor.network.acl_apis import create_acls, delete_acls, describe_acls
 from kafkactor.network.admin_apis import AdminApis, KafkaApisConfig, ProducerIdSource, TopicAdmin
 from kafkactor.network.alter_config_apis import AlterConfigApis, TopicConfigAdmin
 from kafkactor.network.api_versions import SUPPORTED, ApiKey
-from kafkactor.network.authorization_checks import authorized
 from kafkactor.network.cluster_apis import ClusterApis
 from kafkactor.network.codec import UnsupportedApiVersions, build, nested, response_type
 from kafkactor.network.config_apis import BrokerProperties, ConfigApis, TopicConfigRepository
@@ -71,7 +69,9 @@ from kafkactor.network.steps import (
 from kafkactor.network.topic_admin_apis import TopicAdminApis
 from kafkactor.network.txn_apis import TxnApis, write_txn_markers
 from kafkactor.network.txn_produce import has_transactional_records
-from kafkactor.security.acl import Authorizer
+
+if TYPE_CHECKING:  # the authorizer and its checks are loaded only when a broker has one
+    from kafkactor.security.acl import Authorizer
 
 __all__ = [
     "Admin",
@@ -171,7 +171,10 @@ class KafkaApis:
             return Close(f"api key {api} has no handler")
         if self.authorizer is None:
             return handler(self, header, body)
-        # Kafka's per-API authorization (authorization_checks), before and around the handler
+        # Kafka's per-API authorization (authorization_checks), before and around the handler;
+        # imported here: a broker without an authorizer never loads the checks
+        from kafkactor.network.authorization_checks import authorized
+
         return authorized(
             self.authorizer,
             header,
@@ -356,6 +359,23 @@ class KafkaApis:
     def _describe_cluster(self, header: RequestHeader, body: Any) -> Step:
         return self.cluster_apis.describe_cluster(header.api_version, body, header.listener)
 
+    # the ACL APIs: imported on their first request (they load the authorizer's code)
+
+    def _describe_acls(self, header: RequestHeader, body: Any) -> Step:
+        from kafkactor.network.acl_apis import describe_acls
+
+        return describe_acls(self.authorizer, header, body)
+
+    def _create_acls(self, header: RequestHeader, body: Any) -> Step:
+        from kafkactor.network.acl_apis import create_acls
+
+        return create_acls(self.authorizer, header, body)
+
+    def _delete_acls(self, header: RequestHeader, body: Any) -> Step:
+        from kafkactor.network.acl_apis import delete_acls
+
+        return delete_acls(self.authorizer, header, body)
+
     def _offset_commit(self, header: RequestHeader, body: Any) -> Step:
         return self.offset_apis.offset_commit(header, body)
 
@@ -420,9 +440,9 @@ class KafkaApis:
         ApiKey.LIST_PARTITION_REASSIGNMENTS: lambda apis, header, body: (
             list_partition_reassignments(apis.broker_id, header.api_version, body)
         ),
-        ApiKey.DESCRIBE_ACLS: lambda apis, h, b: describe_acls(apis.authorizer, h, b),
-        ApiKey.CREATE_ACLS: lambda apis, h, b: create_acls(apis.authorizer, h, b),
-        ApiKey.DELETE_ACLS: lambda apis, h, b: delete_acls(apis.authorizer, h, b),
+        ApiKey.DESCRIBE_ACLS: _describe_acls,
+        ApiKey.CREATE_ACLS: _create_acls,
+        ApiKey.DELETE_ACLS: _delete_acls,
         ApiKey.DESCRIBE_CLIENT_QUOTAS: _scram_quota(ScramQuotaApis.describe_client_quotas),
         ApiKey.ALTER_CLIENT_QUOTAS: _scram_quota(ScramQuotaApis.alter_client_quotas),
         ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _scram_quota(

@@ -15,7 +15,7 @@ class RequestHeader:
     when not known).
 
     `trace_id` and `parent_span_id` are the trace context another kafkactor broker put in a
-    header v2 (a tagged field of kafkactor's own, `inter_broker_schemas.TRACE_CONTEXT_TAG`), so
+    header v2 (a tagged field of kafkactor's own, `request_headers.TRACE_CONTEXT_TAG`), so
     that the request continues the sender's trace; both "" when the request carried none, as
     every request of a real Kafka client, and every header v0 / v1. Header v0 (ControlledShutdown
     v0) has no client id: `client_id` is then "", as Kafka's RequestHeader reads it.

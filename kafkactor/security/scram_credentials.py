@@ -24,11 +24,10 @@ import enum
 import re
 from typing import Final
 
-from scramp import ScramMechanism as _ScrampMechanism
-from scramp.utils import h as _hash
-from scramp.utils import hmac as _hmac
-
 from kafkactor.security.scram_credential import SCRAM_MECHANISMS, ScramCredential
+
+# scramp (and the asn1crypto it loads) is imported where a credential is made: a broker's
+# start makes none
 
 __all__ = [
     "DEFAULT_ITERATIONS",
@@ -127,6 +126,8 @@ def credential_from_password(
     Raises ValueError for a mechanism other than SCRAM-SHA-256/512 or iterations outside
     Kafka's 4096..16384."""
     _check(mechanism, iterations)
+    from scramp import ScramMechanism as _ScrampMechanism
+
     made_salt, stored_key, server_key, count = _ScrampMechanism(mechanism).make_auth_info(
         password, iteration_count=iterations, salt=salt
     )
@@ -144,6 +145,10 @@ def credential_from_salted(
     """Kafka's `ScramFormatter.generateCredential(salt, saltedPassword, iterations)`: the
     credential of a password a client already salted (AlterUserScramCredentials)."""
     _check(mechanism, iterations)
+    from scramp import ScramMechanism as _ScrampMechanism
+    from scramp.utils import h as _hash
+    from scramp.utils import hmac as _hmac
+
     digest = _ScrampMechanism(mechanism).hf
     client_key = _hmac(digest, salted_password, b"Client Key")
     return ScramCredential(

@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import javaproperties
-
 from kafkactor.actors.broker import BrokerConfig
 from kafkactor.network.socket_server import SocketServerConfig
 from kafkactor.security.security_config import BrokerSecurityConfig
@@ -173,6 +171,8 @@ class KafkaConfig:
     def to_properties(self) -> str:
         """This configuration as a properties file, every setting in its commented section;
         `from_file` reads it back to an equal configuration."""
+        import javaproperties  # loaded to read or write a file: a broker's start does neither
+
         lines = [
             _comment(
                 "kafkactor broker configuration, with Kafka's server.properties names\n"
@@ -285,4 +285,6 @@ class SharedBrokerConfig:
 
 
 def _comment(text: str) -> str:
+    import javaproperties
+
     return javaproperties.to_comment("\n".join(f" {line}" for line in text.splitlines()))

@@ -14,8 +14,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
-import javaproperties
-
 from kafkactor.actors.broker import BrokerConfig
 from kafkactor.network.socket_server import SocketServerConfig
 from kafkactor.server.config_kinds import WILDCARD_HOSTS, EndPoint, Kind
@@ -121,6 +119,8 @@ class Entry(NamedTuple):
 
 def entries(text: str, source: str) -> list[Entry]:
     """The key-value pairs of a properties file with the line each starts on."""
+    import javaproperties  # loaded for a file: `kafkactor serve` without one does without
+
     entries = []
     line = 1
     try:

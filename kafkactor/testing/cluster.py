@@ -14,9 +14,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from kafkactor import zk_model
@@ -26,7 +25,6 @@ from kafkactor.actors.controller.add_partitions import plan_added_partitions
 from kafkactor.actors.controller.admin_zk import AdminZkClient, plan_assignment
 from kafkactor.actors.runtime import Client, Directory, addresses
 from kafkactor.actors.transaction import transaction_state_topic_config
-from kafkactor.clients import Consumer, Producer
 from kafkactor.common import (
     LEADER_DURING_DELETE,
     OFFSETS_TOPIC,
@@ -61,7 +59,6 @@ from kafkactor.messages.replication import (
 )
 from kafkactor.network.group_apis import OFFSETS_TOPIC_CONFIG
 from kafkactor.network.socket_server import SocketServerConfig
-from kafkactor.security.acl import AclBinding
 from kafkactor.server.config import ConfigError, SharedBrokerConfig
 from kafkactor.storage import LogConfig
 from kafkactor.testing import cluster_configs, cluster_elections, cluster_reassignments
@@ -78,6 +75,10 @@ from kafkactor.testing.security import (
 from kafkactor.timer import Clock, SystemClock
 from kafkactor.tracing import get_logger
 from kafkactor.zk_model import EmbeddedZooKeeper
+
+if TYPE_CHECKING:  # loaded when first used: `kafkactor serve` runs a Cluster without them
+    from kafkactor.clients import Consumer, Producer
+    from kafkactor.security.acl import AclBinding
 
 _log = get_logger("kafkactor.cluster")
 
@@ -865,6 +866,8 @@ class Cluster:
         with the cluster; with a `transactional_id`, `create_transaction_state_topic` first."""
         if options.get("transactional_id") is not None:
             self.create_transaction_state_topic()
+        from kafkactor.clients import Producer
+
         producer = Producer(self.directory, self.live_brokers, clock=self.clock, **options)
         self._clients.append(producer)
         return producer
@@ -874,6 +877,8 @@ class Cluster:
         closed with the cluster; with a `group_id`, `ensure_offsets_topic` first."""
         if options.get("group_id") is not None:
             self.ensure_offsets_topic()
+        from kafkactor.clients import Consumer
+
         consumer = Consumer(self.directory, self.live_brokers, clock=self.clock, **options)
         self._clients.append(consumer)
         return consumer
@@ -1020,6 +1025,8 @@ class Cluster:
         if self.embedded_zookeeper is not None:
             self.embedded_zookeeper.expire_session(session.session_id)
         else:
+            from kazoo.client import KazooClient  # a real ZooKeeper's client: loaded for one
+
             session_id, password = session.client.client_id
             twin = KazooClient(
                 hosts=self._zk_hosts,

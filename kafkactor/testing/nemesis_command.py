@@ -8,9 +8,10 @@ import argparse
 import functools
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from kafkactor.testing.schedule import parse_seeds
-from kafkactor.testing.verdict import ScheduleResult
+if TYPE_CHECKING:  # imported where the command runs: `kafkactor serve` builds this parser too
+    from kafkactor.testing.verdict import ScheduleResult
 
 
 def _positive_int(text: str) -> int:
@@ -24,6 +25,8 @@ def _positive_int(text: str) -> int:
 
 
 def _seeds(text: str) -> list[int]:
+    from kafkactor.testing.schedule import parse_seeds
+
     try:
         return parse_seeds(text)
     except ValueError as error:
@@ -83,6 +86,8 @@ def _run_schedules(
     each result printed as a line when it comes; sorted by seed."""
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from multiprocessing import get_context
+
+    from kafkactor.testing.verdict import ScheduleResult
 
     results: list[ScheduleResult] = []
 

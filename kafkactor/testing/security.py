@@ -22,12 +22,9 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from kafkactor.actors.controller.entity_admin_zk import EntityAdminZkClient
-from kafkactor.security.acl import AclBinding
-from kafkactor.security.acl_store import AclStore
-from kafkactor.security.authorizer import AccessControlEntry, AclAuthorizer
 from kafkactor.security.listener import ClientAuth, ListenerConfig, SecurityProtocol, SslConfig
 from kafkactor.security.security_config import (
     AuthorizerConfig,
@@ -35,6 +32,9 @@ from kafkactor.security.security_config import (
     InterBrokerSecurity,
     SaslServerConfig,
 )
+
+if TYPE_CHECKING:  # the ACL code loads when a cluster has ACLs (create_acls, acls_reached)
+    from kafkactor.security.acl import AclBinding
 
 __all__ = ["CLIENTS", "ClusterSecurity", "TestCertificates", "client_config"]
 
@@ -244,6 +244,9 @@ def write_user(zk: Any, security: ClusterSecurity, user: str, password: str) -> 
 def create_acls(zk: Any, bindings: tuple[AclBinding, ...]) -> None:
     """Create ACLs in ZooKeeper as `kafka-acls --add` does (each broker's ACL store reloads
     its authorizer on the change notification). Raises what the store refused."""
+    from kafkactor.security.acl_store import AclStore
+    from kafkactor.security.authorizer import AclAuthorizer
+
     store = AclStore(lambda: zk, AclAuthorizer())
     store.create_acl_paths()
     store.load_all()
@@ -254,6 +257,8 @@ def create_acls(zk: Any, bindings: tuple[AclBinding, ...]) -> None:
 
 def acls_reached(brokers: Iterable[Any], bindings: tuple[AclBinding, ...]) -> bool:
     """Whether every broker's authorizer holds `bindings` (brokers without one: trivially)."""
+    from kafkactor.security.authorizer import AccessControlEntry
+
     for broker in brokers:
         authorizer = getattr(broker.security, "authorizer", None)
         if authorizer is None:

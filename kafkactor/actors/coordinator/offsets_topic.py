@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Final, TypeAlias
 
 from kafkactor.actors.coordinator.versioned import (
@@ -260,12 +261,15 @@ _RECORD_SCHEMAS: Final[dict[str, tuple[range, tuple[Field, ...]]]] = {
     ),
 }
 
-_ENTITIES: Final[dict[str, tuple[Any, ...]]] = {
-    name: tuple(
+
+@cache
+def _entities(name: str) -> tuple[Any, ...]:
+    """The entity of each version of record schema `name`, made on first use: a broker whose
+    group coordinator reads and writes no `__consumer_offsets` record never makes them."""
+    versions, schema = _RECORD_SCHEMAS[name]
+    return tuple(
         transcribed_entity(name, v, schema, EntityType.data, module=__name__) for v in versions
     )
-    for name, (versions, schema) in _RECORD_SCHEMAS.items()
-}
 
 
 # -- reading and writing ---------------------------------------------------------------------
@@ -275,10 +279,10 @@ def encode_key(key: OffsetKey | GroupKey) -> bytes:
     """A record key as Kafka writes it: record type 1 and an `OffsetCommitKey`, or record type
     2 and a `GroupMetadataKey`."""
     if isinstance(key, OffsetKey):
-        entity = _ENTITIES["OffsetCommitKey"][0]
+        entity = _entities("OffsetCommitKey")[0]
         record = build(entity, group=key.group, topic=key.topic, partition=key.partition)
         return write(OFFSET_COMMIT_KEY_TYPE, entity, record, OffsetsRecordError, "OffsetCommitKey")
-    entity = _ENTITIES["GroupMetadataKey"][0]
+    entity = _entities("GroupMetadataKey")[0]
     record = build(entity, group=key.group)
     return write(GROUP_METADATA_KEY_TYPE, entity, record, OffsetsRecordError, "GroupMetadataKey")
 
@@ -332,7 +336,7 @@ def encode_value(value: OffsetValue | GroupValue, version: int | None = None) ->
 
 
 def _value_entity(name: str, version: int) -> Any:
-    entities = _ENTITIES[name]
+    entities = _entities(name)
     if not 0 <= version < len(entities):
         raise OffsetsRecordError(
             f"unsupported {name} version {version} (supported: 0-{len(entities) - 1})"
@@ -344,10 +348,10 @@ def decode_key(key: bytes) -> OffsetKey | GroupKey:
     """A record key: an `OffsetKey` (record types 0 and 1) or a `GroupKey` (record type 2)."""
     record_type = read_version(key, OffsetsRecordError, "__consumer_offsets key")
     if record_type in (0, OFFSET_COMMIT_KEY_TYPE):
-        k = read(key, _ENTITIES["OffsetCommitKey"][0], OffsetsRecordError, "OffsetCommitKey")
+        k = read(key, _entities("OffsetCommitKey")[0], OffsetsRecordError, "OffsetCommitKey")
         return OffsetKey(group=k.group, topic=k.topic, partition=int(k.partition))
     if record_type == GROUP_METADATA_KEY_TYPE:
-        k = read(key, _ENTITIES["GroupMetadataKey"][0], OffsetsRecordError, "GroupMetadataKey")
+        k = read(key, _entities("GroupMetadataKey")[0], OffsetsRecordError, "GroupMetadataKey")
         return GroupKey(group=k.group)
     raise UnknownRecordTypeError(record_type)
 

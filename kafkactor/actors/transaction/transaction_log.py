@@ -20,6 +20,7 @@ and kio reads and writes every byte; only the int16 version prefix is packed her
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from functools import cache
 from typing import Any, Final, get_args
 
 from kafkactor.actors.coordinator.offsets_topic import partition_for
@@ -67,13 +68,6 @@ _PARTITIONS: Final = (
     Field("topic", "string", 0),
     Field("partition_ids", "[]int32", 0),
 )
-_KEY: Final = transcribed_entity(
-    "TransactionLogKey",
-    0,
-    (Field("transactional_id", "string", 0),),
-    EntityType.data,
-    module=__name__,
-)
 _VALUE_FIELDS: Final = (
     Field("producer_id", "int64", 0),
     Field("previous_producer_id", "int64", 1, default="-1", tag=0),
@@ -92,17 +86,45 @@ _VALUE_FIELDS: Final = (
     Field("transaction_start_timestamp_ms", "int64", 0),
     Field("client_transaction_version", "int16", 1, default="0", tag=2),
 )
-_VALUES: Final = tuple(
-    transcribed_entity(
-        "TransactionLogValue", v, _VALUE_FIELDS, EntityType.data, module=__name__, flexible_from=1
-    )
-    for v in range(2)
-)
 
-# the element class of the (nullable) partitions array: tuple[PartitionsSchema, ...] | None
-_PARTITIONS_STRUCT: Final = get_args(
-    get_args({f.name: f.type for f in fields(_VALUES[VALUE_VERSION])}["transaction_partitions"])[0]
-)[0]
+
+@dataclass(frozen=True, slots=True)
+class _Entities:
+    """The record schemas' entities: the key's, each value version's, and the element class of
+    the value's (nullable) partitions array (tuple[PartitionsSchema, ...] | None)."""
+
+    key: Any
+    values: tuple[Any, ...]
+    partitions_struct: Any
+
+
+@cache
+def _entities() -> _Entities:
+    """Made on first use: a broker whose transaction coordinator reads and writes no
+    `__transaction_state` record never makes them."""
+    values = tuple(
+        transcribed_entity(
+            "TransactionLogValue",
+            v,
+            _VALUE_FIELDS,
+            EntityType.data,
+            module=__name__,
+            flexible_from=1,
+        )
+        for v in range(2)
+    )
+    partitions = {f.name: f.type for f in fields(values[VALUE_VERSION])}["transaction_partitions"]
+    return _Entities(
+        key=transcribed_entity(
+            "TransactionLogKey",
+            0,
+            (Field("transactional_id", "string", 0),),
+            EntityType.data,
+            module=__name__,
+        ),
+        values=values,
+        partitions_struct=get_args(get_args(partitions)[0])[0],
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,8 +136,9 @@ class TransactionLogRecord:
 
 
 def encode_key(transactional_id: str) -> bytes:
-    record = build(_KEY, transactional_id=transactional_id)
-    return write(KEY_VERSION, _KEY, record, TransactionLogError, "TransactionLogKey")
+    key = _entities().key
+    record = build(key, transactional_id=transactional_id)
+    return write(KEY_VERSION, key, record, TransactionLogError, "TransactionLogKey")
 
 
 def encode_value(transit: TxnTransitMetadata) -> bytes:
@@ -123,8 +146,9 @@ def encode_value(transit: TxnTransitMetadata) -> bytes:
     with partitions; it writes none, as null)."""
     if transit.state is TransactionState.EMPTY and transit.partitions:
         raise TransactionLogError("an Empty transaction cannot have partitions")
-    entity: Any = _VALUES[VALUE_VERSION]
-    struct = _PARTITIONS_STRUCT
+    entities = _entities()
+    entity: Any = entities.values[VALUE_VERSION]
+    struct = entities.partitions_struct
     partitions: tuple[Any, ...] | None = None
     if transit.state is not TransactionState.EMPTY:
         by_topic: dict[str, list[int]] = {}
@@ -151,7 +175,9 @@ def decode_key(key: bytes) -> str:
     version = read_version(key, TransactionLogError, "__transaction_state key")
     if version != KEY_VERSION:
         raise TransactionLogError(f"unknown __transaction_state key version {version}")
-    return str(read(key, _KEY, TransactionLogError, "TransactionLogKey").transactional_id)
+    return str(
+        read(key, _entities().key, TransactionLogError, "TransactionLogKey").transactional_id
+    )
 
 
 def decode_value(value: bytes | None) -> TxnTransitMetadata | None:
@@ -159,9 +185,10 @@ def decode_value(value: bytes | None) -> TxnTransitMetadata | None:
     if value is None:
         return None
     version = read_version(value, TransactionLogError, "TransactionLogValue")
-    if not 0 <= version < len(_VALUES):
+    values = _entities().values
+    if not 0 <= version < len(values):
         raise TransactionLogError(f"unknown TransactionLogValue version {version}")
-    v = read(value, _VALUES[version], TransactionLogError, f"TransactionLogValue v{version}")
+    v = read(value, values[version], TransactionLogError, f"TransactionLogValue v{version}")
     try:
         state = TransactionState(int(v.transaction_status))
     except ValueError:
