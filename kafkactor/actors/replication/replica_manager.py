@@ -633,7 +633,11 @@ class ReplicaManagerActor(TracedActor):
                 OffsetsPartitionsKnown(partitions=tuple(sorted(offsets_partitions))),
             )
         # Kafka's tryCompleteDelayedTopicOperations: topic admin answers waiting for this
-        changed = topic_changes(self.metadata_cache.partitions, self._topics_told)
+        changed = topic_changes(  # only the topics it named can have changed
+            self.metadata_cache.partitions,
+            self._topics_told,
+            {s.topic for s in request.partition_states},
+        )
         topics = addresses.topic_purgatory(self.broker_id)
         if changed is not None and self.directory.resolve(topics) is not None:
             self.send(topics, changed)
