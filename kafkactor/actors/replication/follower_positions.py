@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 __all__ = ["FollowerPositions"]
@@ -18,6 +19,7 @@ class _Told:
     log_start_offset: int
     told_ms: int
     caught_up_ms: int = -1
+    seen_caught_up_ms: int = -1  # the latest fetch, told or not, at the leader's log end
 
 
 class FollowerPositions:
@@ -65,13 +67,29 @@ class FollowerPositions:
             and told.log_start_offset == log_start_offset
             and now_ms - told.told_ms < self.refresh_ms
         ):
-            told.caught_up_ms = now_ms
+            told.caught_up_ms = told.seen_caught_up_ms = now_ms
             return None
         caught_up = (-1, -1)
         if told is not None and told.leader_epoch == leader_epoch:
             caught_up = (told.fetch_offset, told.caught_up_ms)
-        self._told[replica] = _Told(leader_epoch, fetch_offset, log_start_offset, now_ms)
+        seen = told.seen_caught_up_ms if told is not None else -1
+        if fetch_offset >= leader_log_end:
+            seen = now_ms
+        self._told[replica] = _Told(
+            leader_epoch, fetch_offset, log_start_offset, now_ms, seen_caught_up_ms=seen
+        )
         return caught_up
+
+    def all_caught_up_since(self, followers: Iterable[int], since_ms: int) -> bool:
+        """Whether a fetch of each of `followers` found it at the leader's log end at
+        `since_ms` or later: then none can be out of sync for `replica.lag.time.max.ms`
+        since `since_ms`, and the ISR-expiration check has nothing to find (a fetch the
+        partition counts as caught up is one of these or earlier, so this errs on checking)."""
+        for replica in followers:
+            told = self._told.get(replica)
+            if told is None or told.seen_caught_up_ms < since_ms:
+                return False
+        return True
 
     def caught_up(self) -> tuple[tuple[int, int, int], ...]:
         """(follower, offset, when) for each follower a fetch not told found at the leader's

@@ -121,6 +121,7 @@ class LocalReplica:
     leader_epoch: int = -1
     stopped: bool = False  # a StopReplica is stopping it: no LeaderAndIsr may revive it
     followers: FollowerPositions | None = None  # what its actor was told of their fetches
+    replicas: tuple[int, ...] = ()  # its assigned replicas, as the last LeaderAndIsr applied
 
 
 class ReplicaManagerActor(TracedActor):
@@ -771,6 +772,7 @@ class ReplicaManagerActor(TracedActor):
             replica.is_leader = response.is_leader
             replica.leader = state.leader
             replica.leader_epoch = state.leader_epoch
+            replica.replicas = state.replicas
             if state.topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):
                 self._tell_group_coordinator(state, leads=response.is_leader)
             if response.is_leader:
@@ -983,11 +985,16 @@ class ReplicaManagerActor(TracedActor):
 
     @handles(MaybeShrinkIsr)
     def _on_isr_expiration(self, event: MaybeShrinkIsr) -> None:
+        since = self.clock.now_ms() - self.config.replica_lag_time_max_ms
         for replica in self.replicas.values():
-            if replica.is_leader:
-                followers = replica.followers
-                caught_up = followers.caught_up() if followers is not None else ()
-                self.send(replica.address, MaybeShrinkIsr(caught_up=caught_up))
+            if not replica.is_leader:
+                continue
+            followers = replica.followers
+            others = [r for r in replica.replicas if r != self.broker_id]
+            if followers is not None and followers.all_caught_up_since(others, since):
+                continue  # every follower caught up lately: nothing to shrink, no message
+            caught_up = followers.caught_up() if followers is not None else ()
+            self.send(replica.address, MaybeShrinkIsr(caught_up=caught_up))
 
     # -- dynamic topic configs ---------------------------------------------------------------------
 

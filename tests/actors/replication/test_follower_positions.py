@@ -20,7 +20,7 @@ pytestmark = pytest.mark.timeout(60)
 
 def fetched(
     positions: FollowerPositions, replica: int, offset: int, log_end: int, now: int
-) -> object:
+) -> tuple[int, int] | None:
     return positions.fetched(
         replica,
         leader_epoch=0,
@@ -54,6 +54,19 @@ def test_a_new_leader_epoch_or_log_start_offset_is_told() -> None:
     ) == (10, -1)
 
 
+def test_the_isr_check_is_skipped_only_when_every_follower_caught_up_lately() -> None:
+    positions = FollowerPositions(refresh_ms=1_000)
+    fetched(positions, 2, 10, 10, now=100)  # told, at the log end
+    fetched(positions, 3, 8, 10, now=100)  # told, behind
+    assert not positions.all_caught_up_since([2, 3], 50)  # 3 has not caught up
+    fetched(positions, 3, 10, 10, now=200)
+    assert positions.all_caught_up_since([2, 3], 100)
+    assert not positions.all_caught_up_since([2, 3], 101)  # 2 last seen caught up at 100
+    fetched(positions, 2, 10, 10, now=300)  # not told, but seen caught up
+    assert positions.all_caught_up_since([2, 3], 200)
+    assert not positions.all_caught_up_since([2, 3, 4], 0)  # 4 never fetched
+
+
 def test_the_partition_takes_a_caught_up_fetch_only_at_the_offset_it_knows() -> None:
     state = new_leader(isr=(1, 2, 3), log_end=10)
     state.update_follower(2, 10, 10, now_ms=0)
@@ -85,6 +98,9 @@ def test_the_partition_decides_as_if_it_heard_every_fetch(steps: list[tuple]) ->
     offsets = {2: 0, 3: 0}
 
     def check() -> None:
+        if positions.all_caught_up_since([2, 3], now - LAG_MS):  # the check is not sent
+            assert every.out_of_sync_replicas(now) == ()
+            return
         for replica, offset, at_ms in positions.caught_up():
             told.follower_caught_up(replica, offset, at_ms)
         assert told.out_of_sync_replicas(now) == every.out_of_sync_replicas(now)
