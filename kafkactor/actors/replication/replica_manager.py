@@ -488,7 +488,7 @@ class ReplicaManagerActor(TracedActor):
         """Tell the leader partition's actor a follower's position, unless it changes nothing
         there (`FollowerPositions`: caught up as last told)."""
         if replica.followers is None:
-            replica.followers = FollowerPositions(self.config.replica_lag_time_max_ms // 2)
+            replica.followers = FollowerPositions(self.config.replica_lag_time_max_ms)
         caught_up = replica.followers.fetched(
             follower,
             leader_epoch=replica.leader_epoch,
