@@ -100,6 +100,10 @@ class FollowerFetchPosition:
     replica_id: int = 0
     fetch_offset: int = 0
     log_start_offset: int = -1  # the follower's, as its fetch says (-1: not said)
+    # fetches the replica manager did not tell found the follower at the leader's log end,
+    # `caught_up_offset`, the latest at `caught_up_ms` (-1: none; `FollowerPositions`)
+    caught_up_offset: int = -1
+    caught_up_ms: int = -1
 
 
 @message
@@ -160,7 +164,11 @@ class FollowerAppended(Response):
 
 @message
 class MaybeShrinkIsr:
-    """Time to drop followers that have not caught up for `replica.lag.time.max.ms`."""
+    """Time to drop followers that have not caught up for `replica.lag.time.max.ms`.
+    `caught_up`: (follower, offset, when) of the latest fetches the replica manager did not
+    tell the partition, each of which found the follower at the leader's log end, `offset`."""
+
+    caught_up: tuple[tuple[int, int, int], ...] = ()
 
 
 @message

@@ -17,6 +17,7 @@ from kafkactor.common import (
     LEADER_DURING_DELETE,
     BrokerEndpoint,
     PartitionLeaderState,
+    TopicPartition,
 )
 from kafkactor.messages import ErrorCode, ErrorResponse, Response
 from kafkactor.messages.controller import (
@@ -144,9 +145,9 @@ class ControllerChannelManager(TracedActor):
         for broker, states in sorted(by_broker.items()):
             named = {s.topic for s in states}
             topic_ids = tuple(  # KIP-516: each replica checks its directory's id against it
-                TopicIdentity(topic=t, topic_id=i)
-                for t, i in sorted(self.state.topic_ids.items())
-                if t in named
+                TopicIdentity(topic=t, topic_id=self.state.topic_ids[t])
+                for t in sorted(named)
+                if t in self.state.topic_ids
             )
             correlation_id = next(self._ids)
             broker_epoch = self.state.broker_epochs.get(broker, -1)
@@ -164,17 +165,34 @@ class ControllerChannelManager(TracedActor):
                 ),
             )
 
-    def _send_update_metadata(self, only: set[int] | None = None) -> None:
+    def _send_update_metadata(
+        self,
+        only: set[int] | None = None,
+        *,
+        partitions: Iterable[TopicPartition] | None = None,
+    ) -> None:
+        """UpdateMetadata to every live broker (or those in `only`) with the live brokers,
+        their endpoints, and the states of `partitions`, the ones a decision just changed, as
+        Kafka's ControllerBrokerRequestBatch adds an UpdateMetadata entry for each partition it
+        sends a LeaderAndIsr for, so that a change costs the size of the change, not of the
+        cluster. Without `partitions`, every partition: what a new controller, a broker
+        starting or a resend tells. A broker's metadata cache keeps what it was told before."""
         live = tuple(sorted(self.state.live_brokers))
-        states = tuple(self._leader_state(p) for p in self.state.partitions.values()) + tuple(
-            replace(self._leader_state(p), leader=LEADER_DURING_DELETE)
-            for p in self.state.deleting.values()
-        )
-        known = {p.topic for p in self.state.partitions}
+        if partitions is None:
+            states = tuple(self._leader_state(p) for p in self.state.partitions.values()) + tuple(
+                replace(self._leader_state(p), leader=LEADER_DURING_DELETE)
+                for p in self.state.deleting.values()
+            )
+            known = {p.topic for p in self.state.partitions}
+        else:
+            states = tuple(self._metadata_states(partitions))
+            if not states:
+                return  # nothing left to tell of them (deleted meanwhile)
+            known = {s.topic for s in states if s.leader != LEADER_DURING_DELETE}
         topic_ids = tuple(
-            TopicIdentity(topic=t, topic_id=i)
-            for t, i in sorted(self.state.topic_ids.items())
-            if t in known
+            TopicIdentity(topic=t, topic_id=self.state.topic_ids[t])
+            for t in sorted(known)
+            if t in self.state.topic_ids
         )
         for broker in live:
             if only is not None and broker not in only:
@@ -196,6 +214,20 @@ class ControllerChannelManager(TracedActor):
                     topic_ids=topic_ids,
                 ),
             )
+
+    def _metadata_states(
+        self, partitions: Iterable[TopicPartition]
+    ) -> Iterator[PartitionLeaderState]:
+        """The states UpdateMetadata gives `partitions`, in order: as decided, or with leader
+        `LEADER_DURING_DELETE` for a topic being deleted (unknown ones are left out)."""
+        for key in sorted(set(partitions)):
+            state = self.state.partitions.get(key)
+            if state is not None:
+                yield self._leader_state(state)
+                continue
+            deleting = self.state.deleting.get(key)
+            if deleting is not None:
+                yield replace(self._leader_state(deleting), leader=LEADER_DURING_DELETE)
 
     def _leader_state(self, p: PartitionLeaderState) -> PartitionLeaderState:
         return replace(p, controller_epoch=self.epoch)

@@ -3,7 +3,7 @@ cleanly asks the controller to move its leaderships first."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from kafkactor.actors.controller.state import (
@@ -42,7 +42,12 @@ class ControlledShutdown(TracedActor):
             self, changes: list[LeadershipChange], *, stopping: int | None = None
         ) -> None: ...
 
-        def _send_update_metadata(self, only: set[int] | None = None) -> None: ...
+        def _send_update_metadata(
+            self,
+            only: set[int] | None = None,
+            *,
+            partitions: Iterable[TopicPartition] | None = None,
+        ) -> None: ...
 
     @handles(ControlledShutdownRequest)
     def _on_controlled_shutdown(self, request: ControlledShutdownRequest) -> None:

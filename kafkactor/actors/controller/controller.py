@@ -298,8 +298,11 @@ class ControllerActor(  # one actor; its handlers by concern, as Kafka splits Ka
             self._endpoints[broker] = registration.broker_endpoint()  # every listener's
         return dict(sorted(epochs.items()))
 
-    def _load_topics(self, topics: Iterable[str]) -> list[LeadershipChange]:
-        """Read new topics; partitions without a state znode are new and get leaders."""
+    def _load_topics(
+        self, topics: Iterable[str], loaded: list[TopicPartition] | None = None
+    ) -> list[LeadershipChange]:
+        """Read new topics; partitions without a state znode are new and get leaders. The
+        partitions of the topics read are added to `loaded` (for their UpdateMetadata)."""
         changes: list[LeadershipChange] = []
         known = self.state.topics()  # a topic being deleted stays known until it is gone
         for topic in sorted(set(topics) - known):
@@ -312,6 +315,8 @@ class ControllerActor(  # one actor; its handlers by concern, as Kafka splits Ka
                 self.log_event("controller.bad_topic", topic=topic, error=str(error))
                 continue
             fresh = {}
+            if loaded is not None:
+                loaded += (TopicPartition(topic=topic, partition=p) for p in assignment)
             for partition, replicas in assignment.items():
                 path = zk_data.partition_state_path(topic, partition)
                 try:
@@ -397,9 +402,12 @@ class ControllerActor(  # one actor; its handlers by concern, as Kafka splits Ka
     def _on_topics_changed(self, _event: TopicsChanged) -> None:
         if not self.is_controller:
             return
-        changes = self._load_topics(self._watch_children(zk_data.BROKER_TOPICS, TopicsChanged()))
+        loaded: list[TopicPartition] = []
+        changes = self._load_topics(
+            self._watch_children(zk_data.BROKER_TOPICS, TopicsChanged()), loaded
+        )
         self._apply(changes)
-        self._send_update_metadata()
+        self._send_update_metadata(partitions=loaded)  # the new topics' partitions alone
 
     def _on_topic_znode(self, event: Any) -> None:
         """The data watch of a known topic's `/brokers/topics/<t>` (one bound method, so
@@ -434,7 +442,9 @@ class ControllerActor(  # one actor; its handlers by concern, as Kafka splits Ka
             return
         unclean = topic in self.state.unclean_topics
         self._apply(self.state.add_topic(topic, added, unclean=unclean))
-        self._send_update_metadata()
+        self._send_update_metadata(
+            partitions=[TopicPartition(topic=topic, partition=p) for p in added]
+        )
 
     @handles(IsrChangeNotified)
     def _on_isr_change(self, _event: IsrChangeNotified) -> None:
@@ -466,7 +476,7 @@ class ControllerActor(  # one actor; its handlers by concern, as Kafka splits Ka
             )
         self._reassignment_isr_changed(changed)  # a reassignment whose targets caught up
         if changed:
-            self._send_update_metadata()
+            self._send_update_metadata(partitions=changed)
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -86,7 +86,12 @@ class PartitionReassignments(TracedActor):
             self, changes: list[LeadershipChange], *, stopping: int | None = None
         ) -> None: ...
 
-        def _send_update_metadata(self, only: set[int] | None = None) -> None: ...
+        def _send_update_metadata(
+            self,
+            only: set[int] | None = None,
+            *,
+            partitions: Iterable[TopicPartition] | None = None,
+        ) -> None: ...
 
     def _init_reassignments(self) -> None:
         self._reassignment_zk = ReassignmentZk(lambda: self._zk)

@@ -72,7 +72,12 @@ class ReplicaElections(TracedActor):
             self, changes: list[LeadershipChange], *, stopping: int | None = None
         ) -> None: ...
 
-        def _send_update_metadata(self, only: set[int] | None = None) -> None: ...
+        def _send_update_metadata(
+            self,
+            only: set[int] | None = None,
+            *,
+            partitions: Iterable[TopicPartition] | None = None,
+        ) -> None: ...
 
     def _init_replica_elections(self, config: ControllerConfig | None) -> None:
         self.controller_config = config if config is not None else ControllerConfig()

@@ -69,7 +69,12 @@ class TopicDeletion(TracedActor):
 
         def _log_change(self, change: LeadershipChange) -> None: ...
 
-        def _send_update_metadata(self, only: set[int] | None = None) -> None: ...
+        def _send_update_metadata(
+            self,
+            only: set[int] | None = None,
+            *,
+            partitions: Iterable[TopicPartition] | None = None,
+        ) -> None: ...
 
     @handles(DeleteTopicsChanged)
     def _on_delete_topics_changed(self, _event: DeleteTopicsChanged) -> None:

@@ -49,6 +49,7 @@ class ReplicaFetcherManager:
         self.send = send
         self.fetchers: dict[int, pykka.ActorRef[Any]] = {}
         self.fetcher_of: dict[TopicPartition, int] = {}
+        self._followed: dict[int, int] = {}  # leader -> how many partitions fetch from it
 
     def leader_of(self, tp: TopicPartition) -> int | None:
         """The leader `tp` fetches from now, if any."""
@@ -62,17 +63,34 @@ class ReplicaFetcherManager:
             AddFetcherPartitions(partitions=tuple(partitions)),
         )
         for p in partitions:
-            self.fetcher_of[TopicPartition.of(p)] = leader
+            tp = TopicPartition.of(p)
+            before = self.fetcher_of.get(tp)
+            if before == leader:
+                continue
+            if before is not None:
+                self._unfollow(before)
+            self.fetcher_of[tp] = leader
+            self._followed[leader] = self._followed.get(leader, 0) + 1
+
+    def _unfollow(self, leader: int) -> int:
+        """One partition fewer fetches from `leader`; how many are left."""
+        left = self._followed.get(leader, 0) - 1
+        if left > 0:
+            self._followed[leader] = left
+        else:
+            self._followed.pop(leader, None)
+        return left
 
     def remove(self, tp: TopicPartition) -> None:
         """`tp` no longer fetches (it leads, stops, or follows another leader)."""
         leader = self.fetcher_of.pop(tp, None)
         if leader is None:
             return
+        left = self._unfollow(leader)  # a count: not a walk over every partition followed
         ref = self.fetchers.get(leader)
         if ref is None:
             return
-        if leader not in self.fetcher_of.values():
+        if left <= 0:
             # nothing left to copy from that leader. The fetcher never waits on the replica
             # manager, so stopping it here cannot deadlock.
             del self.fetchers[leader]

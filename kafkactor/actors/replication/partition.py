@@ -270,6 +270,18 @@ class PartitionState:
         advanced = self.maybe_increment_high_watermark(leader_log_end)
         return FollowerFetchOutcome(high_watermark_advanced=advanced, isr_change=expand)
 
+    def follower_caught_up(self, replica: int, offset: int, at_ms: int) -> None:
+        """A fetch at `at_ms` the replica manager did not pass on found `replica` at this
+        leader's log end, `offset`, which is where its last fetch passed on left it: it was
+        caught up then (what `update_follower` would have recorded for that fetch)."""
+        progress = self.followers.get(replica)
+        if not self.is_leader or progress is None or progress.log_end_offset != offset:
+            return
+        progress.last_caught_up_ms = max(progress.last_caught_up_ms, at_ms)
+        if at_ms > progress.last_fetch_ms:
+            progress.last_fetch_ms = at_ms
+            progress.last_fetch_leader_leo = offset
+
     def maybe_increment_high_watermark(self, leader_log_end: int) -> bool:
         """HW = min LEO over the (maximal) ISR, the leader's own included; it only moves
         forward."""

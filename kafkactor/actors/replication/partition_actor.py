@@ -326,6 +326,8 @@ class PartitionActor(TracedActor):
             return
         isr_before = state.isr
         hw_before = state.high_watermark
+        if event.caught_up_ms >= 0:  # fetches the replica manager did not pass on
+            state.follower_caught_up(event.replica_id, event.caught_up_offset, event.caught_up_ms)
         outcome = state.update_follower(
             event.replica_id,
             event.fetch_offset,
@@ -348,10 +350,12 @@ class PartitionActor(TracedActor):
             self._publish(HighWatermarkAdvanced, hw_moved=hw_moved)
 
     @handles(MaybeShrinkIsr)
-    def _on_maybe_shrink_isr(self, _event: MaybeShrinkIsr) -> None:
+    def _on_maybe_shrink_isr(self, event: MaybeShrinkIsr) -> None:
         state = self.state
         if self._stopped or not state.is_leader:
             return
+        for replica, offset, at_ms in event.caught_up:  # fetches not passed on
+            state.follower_caught_up(replica, offset, at_ms)
         isr_before = state.isr
         hw_before = state.high_watermark
         change = state.maybe_shrink_isr(self.clock.now_ms())

@@ -23,6 +23,7 @@ from kafkactor.actors.replication.delayed_produce import (
     produce_status,
 )
 from kafkactor.actors.replication.fetcher_manager import ReplicaFetcherManager
+from kafkactor.actors.replication.follower_positions import FollowerPositions
 from kafkactor.actors.replication.high_watermarks import HighWatermarks
 from kafkactor.actors.replication.list_offsets import READ_COMMITTED, offset_for_timestamp
 from kafkactor.actors.replication.log_dirs import describe_log_dirs
@@ -86,6 +87,7 @@ from kafkactor.messages.partition import (
 from kafkactor.messages.purgatory import DelayOperation
 from kafkactor.messages.replication import (
     FetcherPartition,
+    FetchPartition,
     FetchPartitionData,
     FetchRequest,
     FetchResponse,
@@ -126,6 +128,8 @@ class LocalReplica:
     leader: int = -1
     leader_epoch: int = -1
     stopped: bool = False  # a StopReplica is stopping it: no LeaderAndIsr may revive it
+    followers: FollowerPositions | None = None  # what its actor was told of their fetches
+    replicas: tuple[int, ...] = ()  # its assigned replicas, as the last LeaderAndIsr applied
 
 
 class ReplicaManagerActor(TracedActor):
@@ -468,16 +472,7 @@ class ReplicaManagerActor(TracedActor):
                         or part.current_leader_epoch == replica.leader_epoch
                     )
                 ):
-                    self.send(
-                        replica.address,
-                        FollowerFetchPosition(
-                            topic=part.topic,
-                            partition=part.partition,
-                            replica_id=request.replica_id,
-                            fetch_offset=part.fetch_offset,
-                            log_start_offset=part.log_start_offset,
-                        ),
-                    )
+                    self._follower_fetched(replica, request.replica_id, part, received_ms)
         self.send(
             addresses.fetch_purgatory(self.broker_id),
             DelayOperation(
@@ -493,6 +488,36 @@ class ReplicaManagerActor(TracedActor):
                 ),
                 keys=tuple(str(TopicPartition.of(p)) for p in request.partitions),
                 timeout_ms=max(0, request.max_wait_ms),
+            ),
+        )
+
+    def _follower_fetched(
+        self, replica: LocalReplica, follower: int, part: FetchPartition, now_ms: int
+    ) -> None:
+        """Tell the leader partition's actor a follower's position, unless it changes nothing
+        there (`FollowerPositions`: caught up as last told)."""
+        if replica.followers is None:
+            replica.followers = FollowerPositions(self.config.replica_lag_time_max_ms)
+        caught_up = replica.followers.fetched(
+            follower,
+            leader_epoch=replica.leader_epoch,
+            fetch_offset=part.fetch_offset,
+            log_start_offset=part.log_start_offset,
+            leader_log_end=replica.log.log_end_offset,
+            now_ms=now_ms,
+        )
+        if caught_up is None:
+            return
+        self.send(
+            replica.address,
+            FollowerFetchPosition(
+                topic=part.topic,
+                partition=part.partition,
+                replica_id=follower,
+                fetch_offset=part.fetch_offset,
+                log_start_offset=part.log_start_offset,
+                caught_up_offset=caught_up[0],
+                caught_up_ms=caught_up[1],
             ),
         )
 
@@ -642,7 +667,11 @@ class ReplicaManagerActor(TracedActor):
                 OffsetsPartitionsKnown(partitions=tuple(sorted(offsets_partitions))),
             )
         # Kafka's tryCompleteDelayedTopicOperations: topic admin answers waiting for this
-        changed = topic_changes(self.metadata_cache.partitions, self._topics_told)
+        changed = topic_changes(  # only the topics it named can have changed
+            self.metadata_cache.partitions,
+            self._topics_told,
+            {s.topic for s in request.partition_states},
+        )
         topics = addresses.topic_purgatory(self.broker_id)
         if changed is not None and self.directory.resolve(topics) is not None:
             self.send(topics, changed)
@@ -752,6 +781,7 @@ class ReplicaManagerActor(TracedActor):
             replica.is_leader = response.is_leader
             replica.leader = state.leader
             replica.leader_epoch = state.leader_epoch
+            replica.replicas = state.replicas
             if state.topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC):
                 self._tell_group_coordinator(state, leads=response.is_leader)
             if response.is_leader:
@@ -965,9 +995,16 @@ class ReplicaManagerActor(TracedActor):
 
     @handles(MaybeShrinkIsr)
     def _on_isr_expiration(self, event: MaybeShrinkIsr) -> None:
+        since = self.clock.now_ms() - self.config.replica_lag_time_max_ms
         for replica in self.replicas.values():
-            if replica.is_leader:
-                self.send(replica.address, event)
+            if not replica.is_leader:
+                continue
+            followers = replica.followers
+            others = [r for r in replica.replicas if r != self.broker_id]
+            if followers is not None and followers.all_caught_up_since(others, since):
+                continue  # every follower caught up lately: nothing to shrink, no message
+            caught_up = followers.caught_up() if followers is not None else ()
+            self.send(replica.address, MaybeShrinkIsr(caught_up=caught_up))
 
     # -- dynamic topic configs ---------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ the thin actor around it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from kafkactor import tracing
 from kafkactor.actors.purgatory import PurgatoryActor, RequestOperation
@@ -64,26 +64,30 @@ class TopicView:
 
 
 def topic_changes(
-    partitions: Mapping[str, Mapping[int, PartitionLeaderState]], told: dict[str, frozenset[int]]
+    partitions: Mapping[str, Mapping[int, PartitionLeaderState]],
+    told: dict[str, frozenset[int]],
+    topics: Iterable[str] | None = None,
 ) -> TopicsMetadataChanged | None:
     """What the metadata cache's `partitions` changed since `told` (the view last sent, updated
     in place): the topics whose led partitions differ, and the topics gone; None when nothing
-    changed."""
-    now = {
-        topic: frozenset(p for p, state in states.items() if state.leader >= 0)
-        for topic, states in partitions.items()
-    }
-    changed = tuple(
-        TopicLeaders(topic=topic, led=tuple(sorted(led)))
-        for topic, led in sorted(now.items())
-        if told.get(topic) != led
-    )
-    gone = tuple(sorted(set(told) - set(now)))
+    changed. Only `topics` are looked at, those an UpdateMetadata named (a topic it did not
+    name is as it was), so the cost is the size of the update; None: every topic."""
+    names = set(partitions) | set(told) if topics is None else set(topics)
+    changed = []
+    gone = []
+    for topic in sorted(names):
+        states = partitions.get(topic)
+        if states is None:
+            if told.pop(topic, None) is not None:
+                gone.append(topic)
+            continue
+        led = frozenset(p for p, state in states.items() if state.leader >= 0)
+        if told.get(topic) != led:
+            told[topic] = led
+            changed.append(TopicLeaders(topic=topic, led=tuple(sorted(led))))
     if not changed and not gone:
         return None
-    told.clear()
-    told.update(now)
-    return TopicsMetadataChanged(topics=changed, gone=gone)
+    return TopicsMetadataChanged(topics=tuple(changed), gone=tuple(gone))
 
 
 class _TopicOperation(RequestOperation):

@@ -161,3 +161,18 @@ def test_the_replica_manager_reports_only_what_changed() -> None:
     del cache["a"]
     gone = topic_changes(cache, told)
     assert gone is not None and gone.topics == () and gone.gone == ("a",)
+
+
+def test_an_update_naming_some_topics_is_compared_for_those_alone() -> None:
+    cache: dict[str, dict[int, PartitionLeaderState]] = {
+        "a": {0: PartitionLeaderState(topic="a", partition=0, leader=1)},
+        "b": {0: PartitionLeaderState(topic="b", partition=0, leader=1)},
+    }
+    told: dict[str, frozenset[int]] = {}
+    first = topic_changes(cache, told, ["b"])  # an UpdateMetadata of topic b's partitions
+    assert first is not None and [(t.topic, t.led) for t in first.topics] == [("b", (0,))]
+    assert told == {"b": frozenset({0})}  # a is left for an update that names it
+    del cache["b"]
+    gone = topic_changes(cache, told, ["b"])  # b deleted (named with LEADER_DURING_DELETE)
+    assert gone is not None and gone.topics == () and gone.gone == ("b",)
+    assert topic_changes(cache, told, ["c"]) is None  # a topic it never knew: nothing
