@@ -69,8 +69,9 @@ def proc_status() -> dict[str, int]:
 
 
 def runtime_in_effect(cluster: Cluster) -> str:
-    """The actor runtime the brokers run on: the broker setting, when this build has one."""
-    return str(getattr(cluster.config, "actor_runtime", "threads"))
+    """The actor runtime the brokers run on (`actor.runtime`; threads in a build without)."""
+    setting = getattr(cluster.config, "runtime", None)  # an ActorRuntimeConfig
+    return str(getattr(setting, "runtime", "threads"))
 
 
 def topics_for(partitions: int, per_topic: int) -> list[tuple[str, int]]:
