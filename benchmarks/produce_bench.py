@@ -114,9 +114,10 @@ class CountingInbox(queue.SimpleQueue[Any]):
 
     @staticmethod
     def install() -> Any:
-        """Give every TracedActor started from now on this mailbox; returns what to restore."""
+        """Give every TracedActor started from now on this mailbox, and so a thread of its own
+        (a wake-up is a thread's: actors on a dispatcher have none); returns what to restore."""
         original = vars(TracedActor)["_create_actor_inbox"]
-        TracedActor._create_actor_inbox = staticmethod(CountingInbox)  # type: ignore[method-assign]
+        TracedActor._create_actor_inbox = _counting_inbox  # type: ignore[method-assign,assignment]
         return original
 
     @staticmethod
@@ -125,11 +126,15 @@ class CountingInbox(queue.SimpleQueue[Any]):
         return next(CountingInbox.takes), next(CountingInbox.wakeups)
 
 
+def _counting_inbox(actor: TracedActor) -> CountingInbox:
+    return CountingInbox()
+
+
 def run_probe(
     acks: int, batch: int, in_flight: int, *, trace_on: bool, warmup_s: float, duration_s: float
 ) -> ProbeResult:
     """A fresh cluster, a closed loop of `in_flight` requests, measured over the window."""
-    counting = TracedActor._create_actor_inbox is CountingInbox
+    counting = TracedActor._create_actor_inbox is _counting_inbox
     values = [os.urandom(VALUE_BYTES) for _ in range(batch)]
     slots = threading.Semaphore(in_flight)
     done: list[tuple[int, int]] = []  # (sent ns, done ns): list.append is atomic

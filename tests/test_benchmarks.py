@@ -29,6 +29,7 @@ SCRIPTS = (
     "admin_bench",
     "analytics_bench",
     "compaction_bench",
+    "cpu_bench",
     "group_bench",
     "process_bench",
     "produce_bench",
@@ -249,6 +250,17 @@ def test_txn_bench(runs: dict[str, Run]) -> None:
     assert (committed["isolation"], uncommitted["isolation"]) == ISOLATION_LEVELS
     for consumed in (committed, uncommitted):
         assert consumed["records"] == consumed["expected"] > 0 and consumed["errors"] == 0
+
+
+@pytest.mark.timeout(WAIT_S + 10)
+def test_cpu_bench(runs: dict[str, Run]) -> None:
+    pytest.importorskip("confluent_kafka")  # the client that drives the serve process
+    stdout, document = runs["cpu_bench"].wait()
+    assert "CPU s / 100k" in stdout
+    [sample] = document["brokers_1_dispatcher"]
+    assert sample["produce_cpu"] > 0 and sample["consume_rate"] > 0, sample
+    for phase in ("produce 1 broker RF 1", "consume 1 broker RF 1"):
+        assert phase in stdout, phase
 
 
 @pytest.mark.timeout(WAIT_S + 10)

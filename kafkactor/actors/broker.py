@@ -31,9 +31,10 @@ from kafkactor.actors.replication import (
     ReplicaManagerConfig,
     ReplicaPurgatoryActor,
 )
-from kafkactor.actors.replication.producer_ids import producer_id_manager
+from kafkactor.actors.replication.producer_ids import CurrentZkClient, producer_id_manager
 from kafkactor.actors.replication.topic_purgatory import TopicPurgatoryActor
-from kafkactor.actors.runtime import Client, Directory, RequestTimeoutError, addresses
+from kafkactor.actors.runtime import Client, Directory, Dispatcher, RequestTimeoutError, addresses
+from kafkactor.actors.runtime.runtime_config import ActorRuntimeConfig
 from kafkactor.actors.transaction import TransactionConfig
 from kafkactor.actors.transaction.coordinator_actor import TransactionCoordinatorActor
 from kafkactor.messages import ErrorCode, ErrorResponse
@@ -73,6 +74,8 @@ class BrokerConfig:
     transaction: TransactionConfig = field(default_factory=TransactionConfig)
     # the controller's (auto.leader.rebalance.enable, leader.imbalance.*)
     controller: ControllerConfig = field(default_factory=ControllerConfig)
+    # how partitions, purgatories and the replica manager run (actor.runtime: a dispatcher)
+    runtime: ActorRuntimeConfig = field(default_factory=ActorRuntimeConfig)
     # the broker's static properties as DescribeConfigs lists them (set by the properties
     # reader, kafkactor.server.KafkaConfig / SharedBrokerConfig); None: the topic-config
     # defaults only, and no broker properties to list
@@ -119,6 +122,7 @@ class Broker:
         self.admin = admin
         self.producer_ids = producer_ids
         self.socket_server: SocketServer | None = None
+        self.dispatcher: Dispatcher | None = None  # its partitions' thread, once started
         self.data_dir = Path(data_dir)
         self.directory = directory
         self.clock: Clock = clock if clock is not None else SystemClock()
@@ -210,6 +214,7 @@ class Broker:
         self.log_manager.startup()
         self.high_watermarks.load()
         directory, clock = self.directory, self.clock
+        on = self.dispatcher = self.config.runtime.dispatcher(f"broker-{broker}-dispatcher")
         self.refs = [
             ReaperActor.start(
                 addresses.reaper(broker),
@@ -219,7 +224,8 @@ class Broker:
                 broker,
                 poll_ms=self.config.reaper_poll_ms,
             ),
-            ReplicaPurgatoryActor.start(
+            ReplicaPurgatoryActor.start_on(
+                on,
                 addresses.produce_purgatory(broker),
                 directory,
                 self.timer,
@@ -228,7 +234,8 @@ class Broker:
                 name="Produce",
                 purge_interval=self.config.producer_purgatory_purge_interval,
             ),
-            ReplicaPurgatoryActor.start(
+            ReplicaPurgatoryActor.start_on(
+                on,
                 addresses.fetch_purgatory(broker),
                 directory,
                 self.timer,
@@ -238,7 +245,8 @@ class Broker:
                 purge_interval=self.config.fetch_purgatory_purge_interval,
                 logs=self.logs,
             ),
-            ReplicaPurgatoryActor.start(
+            ReplicaPurgatoryActor.start_on(
+                on,
                 addresses.delete_records_purgatory(broker),
                 directory,
                 self.timer,
@@ -247,10 +255,11 @@ class Broker:
                 name="DeleteRecords",
                 purge_interval=1,  # Kafka's delete.records.purgatory.purge.interval.requests
             ),
-            TopicPurgatoryActor.start(
-                addresses.topic_purgatory(broker), directory, self.timer, clock, broker
+            TopicPurgatoryActor.start_on(
+                on, addresses.topic_purgatory(broker), directory, self.timer, clock, broker
             ),
-            ReplicaManagerActor.start(
+            ReplicaManagerActor.start_on(
+                on,
                 addresses.replica_manager(broker),
                 directory,
                 clock,
@@ -263,6 +272,7 @@ class Broker:
                 logs=self.logs,
                 config=self.config.replica,
                 zk=self.zookeeper,
+                dispatcher=on,
             ),
             GroupCoordinatorActor.start(
                 addresses.group_coordinator(broker),
@@ -355,7 +365,7 @@ class Broker:
         if self.producer_ids is None:
             session = self.zookeeper
             self.producer_ids = producer_id_manager(
-                self.broker_id, _CurrentClient(session) if session is not None else None
+                self.broker_id, CurrentZkClient(session) if session is not None else None
             )
         return self.producer_ids
 
@@ -390,6 +400,9 @@ class Broker:
             if ref.is_alive():
                 ref.stop(block=True, timeout=STOP_TIMEOUT_S)
         self.refs = []
+        if self.dispatcher is not None:  # its actors have stopped
+            self.dispatcher.shutdown(STOP_TIMEOUT_S)
+            self.dispatcher = None
         self.scheduler.shutdown()
 
     def shutdown(self) -> None:
@@ -475,7 +488,7 @@ class Broker:
         _log.info("broker.crash", broker=self.broker_id, lose_unflushed=lose_unflushed)
 
     def actor_count(self) -> int:
-        """Live actors of this broker (every actor is a thread)."""
+        """Live actors of this broker (registered in the directory)."""
         prefix = addresses.broker_prefix(self.broker_id) + "/"
         return sum(1 for a in self.directory.addresses() if a.startswith(prefix))
 
@@ -483,13 +496,3 @@ class Broker:
 def _tell_all(directory: Directory, targets: tuple[str, ...], message: Any) -> None:
     for address in targets:
         directory.tell(address, message)
-
-
-class _CurrentClient:
-    """The broker's ZooKeeper client of the moment (a new one after a session expiry)."""
-
-    def __init__(self, session: ZooKeeperSession) -> None:
-        self._session = session
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._session.client, name)

@@ -223,3 +223,13 @@ class TopicValue(Kind):
 
     def format(self, value: Any) -> str:
         return format_topic_config(self.topic, value)
+
+
+@dataclass(frozen=True, slots=True)
+class ActorRuntime(Kind):
+    """actor.runtime: "dispatcher" (a broker's partitions share one thread) or "threads"."""
+
+    def parse(self, text: str) -> str:
+        if text not in ("dispatcher", "threads"):
+            raise ValueError("must be dispatcher or threads")
+        return text

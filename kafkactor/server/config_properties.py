@@ -11,6 +11,7 @@ from typing import Any, Final
 from kafkactor.actors.controller.zk_data import TOPIC_CONFIG_KEYS
 from kafkactor.server.config_kinds import (
     INT_MAX,
+    ActorRuntime,
     Bool,
     CleanupPolicy,
     File,
@@ -261,6 +262,15 @@ SECTIONS: Final = (
                 "fetch_purgatory_purge_interval",
                 POSITIVE,
             ),
+        ),
+    ),
+    Section(
+        "Actor runtime",
+        "kafkactor's own: how a broker's partitions, purgatories and replica manager run\n"
+        "(ActorRuntimeConfig): on one shared dispatcher thread, or a thread per actor.",
+        (
+            Setting("actor.runtime", ("broker", "runtime", "runtime"), ActorRuntime()),
+            Setting("actor.dispatcher.throughput", ("broker", "runtime", "throughput"), POSITIVE),
         ),
     ),
     Section(

@@ -57,6 +57,8 @@ replica.socket.timeout.ms=20000
 replica.high.watermark.checkpoint.interval.ms=2500
 producer.purgatory.purge.interval.requests=100
 fetch.purgatory.purge.interval.requests=200
+actor.runtime=threads
+actor.dispatcher.throughput=8
 auto.create.topics.enable=false
 num.partitions=3
 default.replication.factor=2
@@ -209,6 +211,7 @@ def test_a_full_file_sets_every_supported_property(tmp_path: Path) -> None:
     assert replica.high_watermark_checkpoint_interval_ms == 2500
     assert broker.producer_purgatory_purge_interval == 100
     assert broker.fetch_purgatory_purge_interval == 200
+    assert (broker.runtime.runtime, broker.runtime.throughput) == ("threads", 8)
     assert broker.controller == ControllerConfig(
         auto_leader_rebalance_enable=False,
         leader_imbalance_per_broker_percentage=25,
@@ -471,6 +474,7 @@ def test_line_numbers_count_windows_line_ends(tmp_path: Path) -> None:
     [
         ("replica.lag.time.max.ms=ten", "replica.lag.time.max.ms", "must be a positive integer"),
         ("num.partitions=0", "num.partitions", "must be a positive integer, got '0'"),
+        ("actor.runtime=fibers", "actor.runtime", "must be dispatcher or threads"),
         ("num.partitions=1\\n2", "num.partitions", r"got '1\n2'"),  # an escaped line break
         ("broker.id=-1", "broker.id", "must be a non-negative integer, got '-1'"),
         ("log.retention.bytes=-2", "log.retention.bytes", "must be -1 or a non-negative"),

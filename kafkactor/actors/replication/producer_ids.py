@@ -253,3 +253,14 @@ def producer_id_manager(
     if client is None:
         return LocalProducerIdManager(broker_id, block_size=block_size)
     return ProducerIdManager(broker_id, client, block_size=block_size)
+
+
+class CurrentZkClient:
+    """The broker's ZooKeeper client of the moment (a new one after a session expiry), for the
+    producer id manager, which outlives sessions."""
+
+    def __init__(self, session: Any) -> None:
+        self._session = session
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session.client, name)

@@ -42,7 +42,15 @@ from kafkactor.actors.replication.txn_markers import (
     markers_outcome,
     plan_write_txn_markers,
 )
-from kafkactor.actors.runtime import Directory, TraceContext, TracedActor, addresses, handles
+from kafkactor.actors.runtime import (
+    Directory,
+    Dispatcher,
+    TraceContext,
+    TracedActor,
+    addresses,
+    handles,
+    stop_actor,
+)
 from kafkactor.common import (
     OFFSETS_TOPIC,
     TRANSACTION_STATE_TOPIC,
@@ -157,9 +165,11 @@ class ReplicaManagerActor(TracedActor):
         logs: MutableMapping[str, Log],
         config: ReplicaManagerConfig | None = None,
         zk: ZooKeeperSession | None = None,
+        dispatcher: Dispatcher | None = None,
     ) -> None:
         super().__init__(address, directory, clock, broker)
         self.broker_id = broker
+        self.dispatcher = dispatcher  # where its partitions run (None: a thread each)
         self.zk = zk  # leaders write ISR changes through it (None: no ZooKeeper)
         self.log_manager = log_manager
         self.high_watermarks = high_watermarks
@@ -209,8 +219,7 @@ class ReplicaManagerActor(TracedActor):
         for job in self._jobs:
             job.cancel()
         for ref in [*self.fetcher_manager.refs(), *(r.ref for r in self.replicas.values())]:
-            if ref.is_alive():
-                ref.stop(block=True, timeout=10)
+            stop_actor(ref, timeout=10)  # inline for a partition on this actor's dispatcher
         self._abort_gathers()
         super().on_stop()
 
@@ -838,7 +847,8 @@ class ReplicaManagerActor(TracedActor):
             high_watermark=min(self.high_watermarks.initial(tp), log.log_end_offset),
         )
         address = addresses.partition(self.broker_id, key)
-        ref = PartitionActor.start(
+        ref = PartitionActor.start_on(
+            self.dispatcher,
             address,
             self.directory,
             self.clock,
