@@ -13,6 +13,9 @@ line, then stops the cluster and prints ``stopped {json}``.
    assignment to ZooKeeper, the controller does the rest) until every partition has a
    leader in ZooKeeper *and* every replica's actor answers a ``DescribePartition`` naming
    that leader (the leader's saying it leads). ``--topic-partitions`` partitions per topic.
+   The wait polls every 10 ms: ZooKeeper up to the first partition without a leader, then
+   the replicas 100 at a time up to the first group with one behind, so that it costs the
+   brokers little while they work.
 3. Threads (``threading.active_count()``, and the kernel's count from /proc/self/status),
    resident memory (VmRSS, VmHWM), then the idle CPU: ``time.process_time()`` (every thread
    of the process) over ``--idle-s`` s of doing nothing, as % of one core.
@@ -48,6 +51,7 @@ BROKERS = 3
 REPLICATION_FACTOR = 3
 VALUE = b"x" * 100
 POLL_S = 0.01
+ASK_AT_ONCE = 100  # DescribePartition requests out at a time
 SEND_TIMEOUT_S = 30.0
 
 Replica = tuple[str, int, int]  # topic, partition, broker
@@ -110,10 +114,22 @@ class Waiter:
         return True
 
     def replicas_up(self, deadline: float) -> bool:
-        """Ask every replica not yet seen acting (all at once); keep the ones still behind
-        (not answering by `deadline` included: asked again next time)."""
+        """Ask the replicas not yet seen acting, `ASK_AT_ONCE` at a time, in order, up to the
+        first group with one still behind (kept, with the rest, for the next round; one not
+        answering by `deadline` too). A round costs the brokers a few hundred requests at
+        most: the wait must not slow down what it waits for."""
+        while self.down:
+            group = self.down[:ASK_AT_ONCE]
+            behind = self._behind(group, deadline)
+            if behind:
+                self.down[: len(group)] = behind
+                return False
+            del self.down[: len(group)]
+        return True
+
+    def _behind(self, group: Sequence[Replica], deadline: float) -> list[Replica]:
         asked: list[tuple[Replica, Future[Any]]] = []
-        for replica in self.down:
+        for replica in group:
             topic, partition, broker = replica
             key = str(TopicPartition(topic=topic, partition=partition))
             address = addresses.partition(broker, key)
@@ -129,8 +145,7 @@ class Waiter:
             acting = isinstance(answer, PartitionDescription) and answer.leader == leader
             if not acting or (broker == leader and not answer.is_leader):
                 behind.append(replica)
-        self.down = behind
-        return not behind
+        return behind
 
     def up_count(self) -> int:
         unled = sum(len(self.replicas[k]) for k in self.unled)
@@ -142,11 +157,10 @@ class Waiter:
         started = time.perf_counter()
         led = 0.0
         while True:
-            if not self.unled and not led:
-                led = time.perf_counter() - started
-            if self.leaders_known() and self.replicas_up(deadline):
-                done = time.perf_counter() - started
-                return (led or done), done
+            if self.leaders_known():
+                led = led or time.perf_counter() - started
+                if self.replicas_up(deadline):
+                    return led, time.perf_counter() - started
             if time.perf_counter() > deadline:
                 raise TimeoutError(
                     f"{self.up_count():,} of {self.total:,} replicas acting,"
@@ -237,7 +251,8 @@ def exit_with_parent() -> None:
     """Exit at once when the parent goes (its end of our stdin closes), however it went."""
 
     def watch() -> None:
-        sys.stdin.buffer.read()
+        while os.read(0, 4096):  # the raw descriptor: no buffer lock held at shutdown
+            pass
         os._exit(3)
 
     threading.Thread(target=watch, name="scale-bench-parent", daemon=True).start()
