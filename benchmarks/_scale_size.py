@@ -52,6 +52,7 @@ REPLICATION_FACTOR = 3
 VALUE = b"x" * 100
 POLL_S = 0.01
 ASK_AT_ONCE = 100  # DescribePartition requests out at a time
+SWEEP_S = 30.0  # past the deadline: every replica left asked once, answers within this
 SEND_TIMEOUT_S = 30.0
 
 Replica = tuple[str, int, int]  # topic, partition, broker
@@ -162,6 +163,8 @@ class Waiter:
                 if self.replicas_up(deadline):
                     return led, time.perf_counter() - started
             if time.perf_counter() > deadline:
+                # the rounds stop at the first replica behind: ask every one left, once
+                self.down = self._behind(self.down, time.perf_counter() + SWEEP_S)
                 raise TimeoutError(
                     f"{self.up_count():,} of {self.total:,} replicas acting,"
                     f" {len(self.unled):,} partitions without a leader"
