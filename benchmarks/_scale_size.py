@@ -166,8 +166,8 @@ class Waiter:
                 # the rounds stop at the first replica behind: ask every one left, once
                 self.down = self._behind(self.down, time.perf_counter() + SWEEP_S)
                 raise TimeoutError(
-                    f"{self.up_count():,} of {self.total:,} replicas acting,"
-                    f" {len(self.unled):,} partitions without a leader"
+                    f"past the deadline, {len(self.unled):,} partitions without a leader and"
+                    f" {self.up_count():,} of {self.total:,} replicas acting (asked once more)"
                 )
             pause.wait(POLL_S)
 

@@ -240,6 +240,21 @@ def size_rows(
     return rows, summary
 
 
+def footnoted(rows: Sequence[list[object]]) -> tuple[list[list[object]], list[str]]:
+    """Rows with each status other than "ok" moved to a note under the table ([1], ...)."""
+    out: list[list[object]] = []
+    notes: list[str] = []
+    for row in rows:
+        status = str(row[-1])
+        if status == "ok":
+            out.append(list(row))
+            continue
+        notes.append(f"[{len(notes) + 1}] {row[0]}, {row[1]} partitions: {status}")
+        word = status.split(":", 1)[0].split(" ", 1)[0]
+        out.append([*row[:-1], f"{word} [{len(notes)}]"])
+    return out, notes
+
+
 def skipped_rows(skipped: Sequence[tuple[str, int, str]]) -> list[list[object]]:
     return [[runtime, f"{n:,}", *["-"] * (len(SIZE_HEAD) - 3), why] for runtime, n, why in skipped]
 
@@ -406,10 +421,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if rows or skipped:
         print(f"\n== Partitions at RF 3, {BROKERS} brokers in one process: median (min-max) of"
               f" {args.runs} run(s)")  # fmt: skip
-        print(h.table(SIZE_HEAD, [*rows, *skipped_rows(skipped)], [
+        shown, said = footnoted([*rows, *skipped_rows(skipped)])
+        print(h.table(SIZE_HEAD, shown, [
             f"create: first create_topic call -> every leader in ZooKeeper and every replica's"
             f" actor acting; x 1000 row: create s over the {LINEAR_AT:,} row's (linear: 10x at"
             f" 10,000); p99/base: over the {args.baseline}-partition baseline's p99",
+            *said,
         ]))  # fmt: skip
     if startups:
         print(f"\n== kafkactor serve: median (min-max) of {args.startup_runs} spawn(s)")
