@@ -148,6 +148,18 @@ class Waiter:
                 behind.append(replica)
         return behind
 
+    def acting_per_topic(self) -> str:
+        """`topic acting/replicas, ...` for the topics not all acting."""
+        behind: dict[str, int] = {}
+        for topic, _, _ in self.down:
+            behind[topic] = behind.get(topic, 0) + 1
+        for topic, partition in self.unled:
+            behind[topic] = behind.get(topic, 0) + len(self.replicas[(topic, partition)])
+        sizes: dict[str, int] = {}
+        for (topic, _), replicas in self.replicas.items():
+            sizes[topic] = sizes.get(topic, 0) + len(replicas)
+        return ", ".join(f"{t} {sizes[t] - n:,}/{sizes[t]:,}" for t, n in sorted(behind.items()))
+
     def up_count(self) -> int:
         unled = sum(len(self.replicas[k]) for k in self.unled)
         return self.total - unled - len(self.down)
@@ -167,7 +179,8 @@ class Waiter:
                 self.down = self._behind(self.down, time.perf_counter() + SWEEP_S)
                 raise TimeoutError(
                     f"past the deadline, {len(self.unled):,} partitions without a leader and"
-                    f" {self.up_count():,} of {self.total:,} replicas acting (asked once more)"
+                    f" {self.up_count():,} of {self.total:,} replicas acting (asked once more;"
+                    f" behind: {self.acting_per_topic()})"
                 )
             pause.wait(POLL_S)
 
