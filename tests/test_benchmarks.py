@@ -34,6 +34,7 @@ SCRIPTS = (
     "process_bench",
     "produce_bench",
     "purgatory_bench",
+    "scale_bench",
     "security_bench",
     "storage_bench",
     "timer_bench",
@@ -260,6 +261,26 @@ def test_cpu_bench(runs: dict[str, Run]) -> None:
     assert sample["produce_cpu"] > 0 and sample["consume_rate"] > 0, sample
     for phase in ("produce 1 broker RF 1", "consume 1 broker RF 1"):
         assert phase in stdout, phase
+
+
+@pytest.mark.timeout(WAIT_S + 10)
+def test_scale_bench(runs: dict[str, Run]) -> None:
+    pytest.importorskip("confluent_kafka")  # the client of serve's first ack (librdkafka)
+    stdout, document = runs["scale_bench"].wait()
+    for title in ("ms/partition", "p99/base", "spawn->first ack s", "The issue's goals"):
+        assert title in stdout, title
+    [size] = document["sizes"]  # the smoke run: the 10-partition baseline alone
+    assert size["status"] == "ok", size
+    result = size["result"]
+    assert result["replicas"] == 3 * size["partitions"] == 30
+    assert 0 < result["leaders_s"] <= result["create_s"] and result["idle_cpu_pct"] >= 0
+    assert result["threads"] > 1 and result["rss_kib"] > 0
+    produced = result["produce"]
+    assert produced["acked"] == produced["sent"] > 0 and produced["errors"] == 0, produced
+    assert 0 < produced["p50_ms"] <= produced["p99_ms"]
+    [startup] = document["startups"]
+    assert startup["error"] == "" and 0 < startup["ready_s"] <= startup["first_ack_s"], startup
+    assert startup["exit_s"] > 0  # SIGTERM: a clean exit, not the SIGKILL after the grace
 
 
 def _still_running(pid: int, marker: str) -> bool:
