@@ -10,10 +10,11 @@ ticks) over the window, per 100,000 records of 100-byte values.
    RF 3, ``min.insync.replicas=2``; 1 broker: RF 1), from the first ``produce()`` to the last
    delivery report. One record per partition is produced and flushed first (connections,
    metadata, the followers' first fetches), and read by the consumer, outside the window.
-2. **Consume**: a consumer (``group.id`` set, auto-commit off) assigned every partition from
-   the beginning, which has already read the warm-up records (so its coordinator lookup and
-   ``__consumer_offsets`` are behind it), reads the produced records: the window runs from the
-   end of the produce to the last record read.
+2. **Consume**: a consumer (``group.id`` set, auto-commit off) that has already read the
+   warm-up records of another topic (so its connections, coordinator lookup and
+   ``__consumer_offsets`` are behind it) is assigned every partition of the produced topic
+   from the beginning and reads it whole: the window runs from ``assign()`` to the last
+   record (assigned any earlier, librdkafka would fetch ahead during the produce).
 3. **Idle**: the process's CPU over ``--idle-s`` seconds with nothing to do, once it serves
    (ticks of the timer, fetchers waiting on their leaders): as % of one core, and what that
    rate comes to over each window (``idle share``), so a figure can be read net of it.
@@ -196,6 +197,14 @@ def warm_consumer(bootstrap: str, topic: str) -> Any:
     return consumer
 
 
+def assign_from_start(consumer: Any, topic: str) -> None:
+    """Point the warmed consumer at `topic` from its beginning (librdkafka fetches ahead as
+    soon as it is assigned, so this happens at the start of the consume window)."""
+    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+
+
 def read_records(consumer: Any, expected: int) -> None:
     seen, deadline = 0, time.monotonic() + 120
     while seen < expected and time.monotonic() < deadline:
@@ -210,6 +219,7 @@ def consume(consumer: Any, expected: int, pid: int) -> tuple[float, float]:
     """(CPU seconds of the broker process, wall seconds) for `consumer` to read `expected`
     more records."""
     cpu0, wall0 = cpu_seconds(pid), time.perf_counter()
+    assign_from_start(consumer, "cpu")
     read_records(consumer, expected)
     return cpu_seconds(pid) - cpu0, time.perf_counter() - wall0
 
@@ -226,13 +236,16 @@ def measure(brokers: int, runtime: str, args: Any) -> Sample:
 
     with serve(brokers, runtime) as (pid, bootstrap):
         create_topic(bootstrap, "cpu", rf=brokers)
+        create_topic(bootstrap, "cpu-warm", rf=brokers)
         producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
         warm(producer, "cpu", None)
-        consumer = warm_consumer(bootstrap, "cpu")
+        warm(producer, "cpu-warm", None)
+        # warmed on another topic: assigned to "cpu" now, it would fetch it during the produce
+        consumer = warm_consumer(bootstrap, "cpu-warm")
         try:
             idle = idle_rate(pid, args.idle_s)
             cpu_p, wall_p, records = produce(producer, "cpu", args.records, pid)
-            cpu_c, wall_c = consume(consumer, args.records, pid)
+            cpu_c, wall_c = consume(consumer, args.records + PARTITIONS, pid)
         finally:
             consumer.close()
     scale = PER / records
