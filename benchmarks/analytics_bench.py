@@ -284,6 +284,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     wrong = [r for r in results["analysis"] if r.check not in ("ok", "-")]
     if wrong or results.get("tracing_cost", {}).get("errors"):
         print("an analysis counted wrong or a produce request failed", file=sys.stderr)
+        for probe in results.get("tracing_cost", {}).get("probes", []):
+            if probe.errors:  # what failed, for whoever reads the exit
+                first = probe.first_error or "none failed: unanswered after the drain"
+                print(f"  {probe.errors} errors, the first: {first}", file=sys.stderr)
         return 1
     return 0
 
