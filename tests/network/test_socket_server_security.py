@@ -660,14 +660,16 @@ def test_kafka_python_hears_kafkas_message_for_a_wrong_password(
     kafka = pytest.importorskip("kafka")
     server, apis = sasl_plaintext
     caplog.set_level(logging.WARNING, logger="kafka")
-    with pytest.raises(kafka.errors.KafkaTimeoutError):  # kafka-python retries until then
+    # kafka-python retries until its bootstrap timeout; the first failure must come before it
+    # even on a loaded machine (the SCRAM exchange, then the failed-authentication delay)
+    with pytest.raises(kafka.errors.KafkaTimeoutError):
         kafka.KafkaAdminClient(
             bootstrap_servers=f"127.0.0.1:{server.port}",
             security_protocol="SASL_PLAINTEXT",
             sasl_mechanism="SCRAM-SHA-256",
             sasl_plain_username="bob",
             sasl_plain_password="wrong",
-            bootstrap_timeout_ms=1500,
+            bootstrap_timeout_ms=4000,
         )
     assert (
         "SaslAuthenticationFailedError: Authentication failed during authentication due to "
