@@ -153,7 +153,9 @@ def run_probe(
             cluster.start()
             config = LogConfig(min_insync_replicas=2)
             cluster.create_topic(TOPIC, partitions=PARTITIONS, replication_factor=3, config=config)
-            send = cluster.producer(acks=acks, timeout_ms=30_000).send_batch
+            # retried: a leader ZooKeeper names may not have its LeaderAndIsr yet (as Kafka's
+            # producer retries NOT_LEADER_FOR_PARTITION)
+            send = cluster.producer(acks=acks, timeout_ms=30_000, retries=10).send_batch
             now = time.perf_counter_ns()
             window_start, end = now + int(warmup_s * 1e9), now + int((warmup_s + duration_s) * 1e9)
             before: tuple[int, float, int, int] | None = None
