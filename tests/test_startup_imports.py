@@ -39,7 +39,8 @@ DEFERRED = (
     "kafkactor.server.launcher",
     "kafkactor.clients",
     "kazoo.client",  # a real ZooKeeper's client
-    "scramp",  # SCRAM credentials and handshakes
+    # scramp stays imported with the SASL authenticator: loaded at a first SCRAM handshake, the
+    # server closed that handshake in whole-suite runs (cause not yet found)
     "msgpack",  # the messages' codec: actors pass messages as they are
     "kafkactor.security.authorizer",  # a broker with an authorizer
     "kafkactor.network.authorization_checks",

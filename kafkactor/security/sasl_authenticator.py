@@ -42,6 +42,7 @@ from kafkactor.security.plain_server import PLAIN, PlainSaslServer
 from kafkactor.security.principal import KafkaPrincipal
 from kafkactor.security.sasl_server import SaslAuthenticationError, SaslError, SaslServer
 from kafkactor.security.scram_credential import SCRAM_MECHANISMS, ScramCredentialLookup
+from kafkactor.security.scram_server import ScramSaslServer
 
 __all__ = [
     "AuthenticationFailure",
@@ -101,9 +102,6 @@ def sasl_servers(
         if mechanism == PLAIN:
             return PlainSaslServer(plain_users)
         if mechanism in SCRAM_MECHANISMS:
-            # imported at a SCRAM client's first handshake: scramp takes a while to load
-            from kafkactor.security.scram_server import ScramSaslServer
-
             return ScramSaslServer(mechanism, scram if scram is not None else _no_credentials)
         raise ValueError(f"SASL mechanism {mechanism} is not served")
 
