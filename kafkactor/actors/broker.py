@@ -272,7 +272,6 @@ class Broker:
                 logs=self.logs,
                 config=self.config.replica,
                 zk=self.zookeeper,
-                dispatcher=on,
             ),
             GroupCoordinatorActor.start(
                 addresses.group_coordinator(broker),

@@ -45,7 +45,6 @@ from kafkactor.actors.replication.txn_markers import (
 )
 from kafkactor.actors.runtime import (
     Directory,
-    Dispatcher,
     TraceContext,
     TracedActor,
     addresses,
@@ -169,11 +168,9 @@ class ReplicaManagerActor(TracedActor):
         logs: MutableMapping[str, Log],
         config: ReplicaManagerConfig | None = None,
         zk: ZooKeeperSession | None = None,
-        dispatcher: Dispatcher | None = None,
     ) -> None:
         super().__init__(address, directory, clock, broker)
         self.broker_id = broker
-        self.dispatcher = dispatcher  # where its partitions run (None: a thread each)
         self.zk = zk  # leaders write ISR changes through it (None: no ZooKeeper)
         self.log_manager = log_manager
         self.high_watermarks = high_watermarks
@@ -878,7 +875,7 @@ class ReplicaManagerActor(TracedActor):
         )
         address = addresses.partition(self.broker_id, key)
         ref = PartitionActor.start_on(
-            self.dispatcher,
+            self.dispatcher,  # its own: the broker's partitions share it (None: a thread each)
             address,
             self.directory,
             self.clock,

@@ -125,6 +125,7 @@ def test_proxies_and_the_directory_reach_a_dispatched_actor(dispatcher: Dispatch
     directory.register("a/1", ref)
     assert directory.tell("a/1", Note("hello"))
     assert ref.proxy().address.get(timeout=WAIT_S) == "a/1"
+    assert ref.proxy().dispatcher.get(timeout=WAIT_S) is dispatcher
     assert ("a/1", "hello", "test-dispatcher") in seen
 
 
@@ -204,6 +205,7 @@ def test_a_thread_per_actor_is_still_there_without_a_dispatcher() -> None:
     try:
         assert ref.ask(Note("x"), timeout=WAIT_S) == "X"
         assert seen[-1][2].startswith("Recorder-")  # Pykka's own thread
+        assert ref.proxy().dispatcher.get(timeout=WAIT_S) is None
     finally:
         ref.stop(block=True, timeout=WAIT_S)
 
