@@ -31,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import _harness as h
+from _serve_startup import die_with_parent
 
 from kafkactor.actors.runtime.runtime_config import ACTOR_RUNTIME_ENV
 
@@ -72,27 +72,10 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
-def free_port_run(count: int) -> int:
-    """A port P such that P .. P + count - 1 were free a moment ago."""
-    for _ in range(200):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = int(probe.getsockname()[1])
-        if base + count >= 65535:
-            continue
-        try:
-            for offset in range(1, count):
-                with socket.socket() as other:
-                    other.bind(("127.0.0.1", base + offset))
-        except OSError:
-            continue
-        return base
-    raise RuntimeError("no run of free ports")
-
-
 @contextlib.contextmanager
 def serve(brokers: int, runtime: str) -> Iterator[tuple[int, str]]:
-    """A `kafkactor serve` process on its own ports and data dir: (pid, bootstrap servers)."""
+    """A `kafkactor serve` process on free ports (port 0) and its own data dir: (pid,
+    bootstrap servers). Killed with this process however it ends (`die_with_parent`)."""
     with tempfile.TemporaryDirectory(prefix="cpu-bench-") as data:
         env = {**os.environ, ACTOR_RUNTIME_ENV: runtime}
         command = [
@@ -103,7 +86,7 @@ def serve(brokers: int, runtime: str) -> Iterator[tuple[int, str]]:
             "--brokers",
             str(brokers),
             "--port",
-            str(free_port_run(brokers)),
+            "0",
             "--data-dir",
             data,
         ]
@@ -114,6 +97,7 @@ def serve(brokers: int, runtime: str) -> Iterator[tuple[int, str]]:
             text=True,
             env=env,
             start_new_session=True,
+            preexec_fn=die_with_parent,  # noqa: PLW1509  (one foreign call, resolved before)
         )
         try:
             yield process.pid, _bootstrap(process)
