@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from kafkactor.actors.runtime.runtime_config import RUNTIMES
 from kafkactor.storage.config import LONG_MAX  # a Java long: Kafka's widest integer setting
 from kafkactor.storage.topic_config import TOPIC_CONFIGS, TopicConfigError, format_topic_config
 
@@ -230,6 +231,6 @@ class ActorRuntime(Kind):
     """actor.runtime: "dispatcher" (a broker's partitions share one thread) or "threads"."""
 
     def parse(self, text: str) -> str:
-        if text not in ("dispatcher", "threads"):
-            raise ValueError("must be dispatcher or threads")
+        if text not in RUNTIMES:
+            raise ValueError(f"must be {' or '.join(RUNTIMES)}")
         return text
