@@ -132,11 +132,14 @@ def _check_offset(key: TopicPartition, offset: int) -> int:
     return offset
 
 
-def write_atomically(path: pathlib.Path, data: bytes) -> None:
+def write_atomically(path: pathlib.Path, data: bytes, *, durable: bool = True) -> None:
     """Replace ``path``'s content with ``data`` so that a crash leaves the old or the new file.
 
     The bytes go to ``<file>.tmp``, which is fsynced, renamed over ``path``, and then the
     directory is fsynced so the rename survives a crash too. Callers serialise writes to one file.
+    ``durable=False`` skips both fsyncs: a process crash still leaves the old or the new file,
+    an OS crash may leave either, none, or a damaged one, which only a reader that rebuilds
+    the file from elsewhere may accept.
     """
     tmp_path = path.with_name(path.name + ".tmp")
     fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -144,11 +147,13 @@ def write_atomically(path: pathlib.Path, data: bytes) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp_path, path)
-    _fsync_directory(path.parent)
+    if durable:
+        _fsync_directory(path.parent)
 
 
 def _fsync_directory(directory: pathlib.Path) -> None:
