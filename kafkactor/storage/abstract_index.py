@@ -120,7 +120,12 @@ class AbstractIndex(ABC):
     """The smallest capacity accepted for ``max_index_size``."""
 
     def __init__(
-        self, path: pathlib.Path, base_offset: int, max_index_size: int = 10 * 1024 * 1024
+        self,
+        path: pathlib.Path,
+        base_offset: int,
+        max_index_size: int = 10 * 1024 * 1024,
+        *,
+        defer_create: bool = False,
     ) -> None:
         size = self.ENTRY_SIZE
         rounded = max_index_size - max_index_size % size
@@ -138,7 +143,16 @@ class AbstractIndex(ABC):
         self._rel: array[int] = array("i")  # relative offsets
         self._values: array[int] = array("i")  # the entries' other field
         self._problem: str | None = None
-        self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd: int | None = None
+        # A new index of a new log (Kafka's `LazyIndex`): no file until the first entry (or an
+        # fsync or dup) needs one; until then it is empty and costs no descriptor. Its owner
+        # says so only when the index has no file worth loading (its segment has no log file):
+        # one left over is truncated when the file is created.
+        self._deferred = defer_create
+        if self._deferred:
+            self._rel, self._values = self._decode(b"")  # the subclass's array types
+            return
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             self._load()
             if self._is_sound():
@@ -179,7 +193,12 @@ class AbstractIndex(ABC):
     @property
     def closed(self) -> bool:
         """True once ``close`` or ``delete`` has released the file."""
-        return self._fd is None
+        return self._fd is None and not self._deferred
+
+    @property
+    def deferred(self) -> bool:
+        """True while the file is not created yet (``defer_create``, no entry written)."""
+        return self._deferred
 
     def __repr__(self) -> str:
         return (
@@ -258,7 +277,8 @@ class AbstractIndex(ABC):
 
     def trim_to_valid_size(self) -> None:
         """Shrink the file to the bytes that hold entries (on roll and close)."""
-        self._set_length(self.size_in_bytes)
+        if not self._deferred:
+            self._set_length(self.size_in_bytes)
 
     def resize(self, new_size: int) -> None:
         """Set the file's length to ``new_size`` rounded down to whole entries (preallocation).
@@ -272,11 +292,18 @@ class AbstractIndex(ABC):
                 f"cannot resize index {self.path} to {new_size} bytes: its {self.entries} "
                 f"entries need {self.size_in_bytes}"
             )
-        self._set_length(rounded)
+        if not self._deferred:  # a deferred file is preallocated when it is created
+            self._set_length(rounded)
 
     def flush(self) -> None:
-        """``fsync`` the file."""
-        os.fsync(self._require_open())
+        """``fsync`` the file (nothing to do while it is deferred)."""
+        if not self._deferred:
+            os.fsync(self._require_open())
+
+    def create_file(self) -> None:
+        """Create a deferred index's file now (preallocated); a no-op once it exists."""
+        if self._deferred:
+            self._require_open()
 
     def dup_fd(self) -> int:
         """A duplicate of the file descriptor (the caller closes it), for an fsync elsewhere."""
@@ -284,6 +311,7 @@ class AbstractIndex(ABC):
 
     def close(self) -> None:
         """Trim the file to its entries and close it. Idempotent; lookups keep working."""
+        self._deferred = False  # a closed index never creates its file
         if self._fd is None:
             return
         try:
@@ -293,13 +321,15 @@ class AbstractIndex(ABC):
 
     def delete(self) -> None:
         """Close the file (without trimming) and remove it; a missing file is fine."""
+        self._deferred = False
         self._close_fd()
         self.path.unlink(missing_ok=True)
 
     def rename_to(self, path: pathlib.Path) -> None:
         """Rename the file (e.g. to add or drop a ``.deleted`` suffix); the index stays usable."""
         target = pathlib.Path(path)
-        os.replace(self.path, target)
+        if not self._deferred:
+            os.replace(self.path, target)
         self.path = target
 
     def sanity_check(self) -> None:
@@ -342,7 +372,11 @@ class AbstractIndex(ABC):
 
     def _require_open(self) -> int:
         if self._fd is None:
-            raise ValueError(f"index {self.path} is closed")
+            if not self._deferred:
+                raise ValueError(f"index {self.path} is closed")
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            self._deferred = False
+            os.ftruncate(self._fd, self.max_index_size)  # preallocated, as an eager index is
         return self._fd
 
     def _set_length(self, length: int) -> None:

@@ -180,7 +180,13 @@ class Log:
         self._roll_jitter_ms = self._random_segment_jitter()
         # KIP-516: the id of the topic this log was written for, as its directory records it
         self.partition_metadata = PartitionMetadataFile(self.dir)
-        self.topic_id: uuid.UUID | None = self.partition_metadata.read()
+        self.topic_id: uuid.UUID | None = (
+            None if loaded.empty_directory else self.partition_metadata.read()
+        )
+        # A topic id assigned but not yet in `partition.metadata` (`_maybe_flush_metadata_file`),
+        # and the lock its writers take: not the log's, so appends never wait on its fsync.
+        self._unflushed_topic_id: uuid.UUID | None = None
+        self._metadata_lock = threading.Lock()
 
     # -- segments ------------------------------------------------------------------------------
 
@@ -191,6 +197,8 @@ class Log:
             index_interval_bytes=self.config.index_interval_bytes,
             max_index_size=self.config.max_index_size,
             created_ms=self.clock.now_ms(),
+            # an empty new log creates its files at its first write (LogSegment's defer_files)
+            defer_files=base_offset == 0,
         )  # recovery bounds batches by the format only: a lowered max_message_bytes loses nothing
 
     def _random_segment_jitter(self) -> int:
@@ -317,6 +325,7 @@ class Log:
         is answered with its offsets (`LogAppendInfo.duplicate`) and nothing is written. Only
         `origin=AppendOrigin.COORDINATOR` may append transaction markers (control batches).
         """
+        self._maybe_flush_metadata_file()
         with self._lock:
             self._check_open()
             first = self.log_end_offset
@@ -393,6 +402,7 @@ class Log:
         producer state takes the idempotent producers' batches and the transaction markers,
         unvalidated (an aborted transaction is indexed as the leader did).
         """
+        self._maybe_flush_metadata_file()
         with self._lock:
             self._check_open()
             # The leader validated every record; like Kafka's follower we check CRC and headers.
@@ -703,6 +713,7 @@ class Log:
         The fsyncs run outside the log's lock, on duplicated file descriptors, so appends and
         reads go on meanwhile and a segment deleted in between is harmless.
         """
+        self._maybe_flush_metadata_file()
         with self._lock:
             self._check_open()
             target = self.log_end_offset if offset is None else offset
@@ -852,9 +863,25 @@ class Log:
         topic's id; otherwise True, writing `partition.metadata` first if it records none."""
         with self._lock:
             if self.topic_id is None:
-                self.partition_metadata.write(topic_id)
-                self.topic_id = topic_id
+                self.topic_id = self._unflushed_topic_id = topic_id
+                if self._scheduler is not None and self._scheduler.is_started:
+                    self._scheduler.schedule("flush-metadata-file", self._maybe_flush_metadata_file)
+                else:
+                    self._maybe_flush_metadata_file()
             return self.topic_id == topic_id
+
+    def _maybe_flush_metadata_file(self) -> None:
+        """Write `partition.metadata` if a topic id is recorded but not yet written (Kafka's
+        `maybeFlushMetadataFile`): on the scheduler right after the id is assigned, and before
+        the first append and on close, so no record reaches the disk without its topic id."""
+        if self._unflushed_topic_id is None:
+            return
+        with self._metadata_lock:
+            topic_id = self._unflushed_topic_id
+            if topic_id is None or self._closed:
+                return
+            self.partition_metadata.write(topic_id)
+            self._unflushed_topic_id = None
 
     def assign_leader_epoch(self, epoch: int) -> bool:
         """Record that leader epoch `epoch` starts at the log end; returns whether it was new.
@@ -935,6 +962,7 @@ class Log:
 
     def close(self) -> None:
         """Close every segment (trimming indexes). Does not flush: call `flush()` first."""
+        self._maybe_flush_metadata_file()
         with self._lock:
             if self._closed:
                 return

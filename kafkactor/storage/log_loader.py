@@ -26,6 +26,7 @@ the segments, the epoch cache and the producer state); the ``Log`` takes it from
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,6 +91,8 @@ class LoadedLog:
     """Bytes that recovery cut off (an invalid or partial tail, and the segments after it)."""
     producer_state: ProducerStateManager
     """The idempotent producers' state, rebuilt from the recovered segments."""
+    empty_directory: bool = False
+    """The directory held no file: a new log (so no `partition.metadata` either)."""
 
 
 class LogLoader:
@@ -128,6 +131,19 @@ class LogLoader:
     def load(self) -> LoadedLog:
         """Load the directory's segments, recover them, load the leader epoch cache and
         rebuild the producer state."""
+        if not os.listdir(self.dir):  # a new log: nothing to clean up, load or recover
+            self._log_segments.add(self._new_segment(0))
+            return LoadedLog(
+                segments=self._log_segments,
+                log_start_offset=0,
+                recovery_point=0,
+                leader_epochs=LeaderEpochCache(
+                    LeaderEpochCheckpoint(self.dir / LEADER_EPOCH_CHECKPOINT), []
+                ),
+                recovered_bytes_truncated=0,
+                producer_state=ProducerStateManager(),
+                empty_directory=True,
+            )
         try:
             self._load_segments()
             if self._clean_shutdown:

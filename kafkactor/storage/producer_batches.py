@@ -72,6 +72,8 @@ def read_producer_batches(path: Path, size: int) -> Iterator[StoredProducerBatch
     The file was recovered (or written by this process), so the batches are trusted. Stops at a
     partial batch.
     """
+    if size < _HEADER.size:
+        return  # an empty segment (whose file a new log may not have created yet)
     fd = os.open(path, os.O_RDONLY)
     try:
         position = 0

@@ -158,6 +158,7 @@ class LogSegment:
         created_ms: int,
         max_batch_size: int = MAX_BATCH_SIZE,
         file_suffix: str = "",
+        defer_files: bool = False,
     ) -> None:
         # `file_suffix` follows each file's name: the log cleaner writes a `.cleaned` segment
         self.base_offset = base_offset
@@ -173,19 +174,29 @@ class LogSegment:
             directory / (segment_file_name(base_offset, TXN_INDEX_SUFFIX) + file_suffix),
             base_offset,
         )  # its file appears with the segment's first aborted transaction
-        self._index_existed = index_path.exists()
-        self._time_index_existed = time_index_path.exists()
-        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        # `defer_files`: a new log's first segment creates its files when something is first
+        # written (Kafka's lazy indexes, and the log file too), so that an empty replica holds no
+        # descriptor and costs no file creation; one found on disk is opened as ever. Without
+        # its log file a segment has no index worth keeping (the loader deletes such files).
+        deferred = defer_files and not self.log_path.exists()
+        self._index_existed = not deferred and index_path.exists()
+        self._time_index_existed = not deferred and time_index_path.exists()
+        self._log_fd: int | None = (
+            None if deferred else os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        )
         try:
-            self.size = os.fstat(self._fd).st_size
-            self.index = OffsetIndex(index_path, base_offset, max_index_size)
+            self.size = 0 if self._log_fd is None else os.fstat(self._log_fd).st_size
+            self.index = OffsetIndex(index_path, base_offset, max_index_size, defer_create=deferred)
             try:
-                self.time_index = TimeIndex(time_index_path, base_offset, max_index_size)
+                self.time_index = TimeIndex(
+                    time_index_path, base_offset, max_index_size, defer_create=deferred
+                )
             except BaseException:
                 self.index.close()
                 raise
         except BaseException:
-            os.close(self._fd)
+            if self._log_fd is not None:
+                os.close(self._log_fd)
             raise
         self._bytes_since_index_entry = 0
         self._next_offset: int | None = base_offset if self.size == 0 else None
@@ -202,6 +213,24 @@ class LogSegment:
         self._tail_lasts: list[int] = []
 
     # -- state -------------------------------------------------------------------------------
+
+    @property
+    def _fd(self) -> int:
+        """The log file's descriptor; a deferred file is created here, on first use."""
+        fd = self._log_fd
+        if fd is None:
+            if self._closed:
+                raise StorageError(f"segment {self.log_path} is closed")
+            fd = self._log_fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+            # the indexes come with it, so a segment has all its files or none
+            self.index.create_file()
+            self.time_index.create_file()
+        return fd
+
+    @property
+    def files_created(self) -> bool:
+        """False while the segment defers creating its files (an empty new log's)."""
+        return self._log_fd is not None
 
     @property
     def index_existed(self) -> bool:
@@ -242,7 +271,9 @@ class LogSegment:
         largest = self.max_timestamp
         if largest >= 0:
             return largest
-        return os.fstat(self._fd).st_mtime_ns // 1_000_000
+        if self._log_fd is None:
+            return self.created_ms  # no file yet
+        return os.fstat(self._log_fd).st_mtime_ns // 1_000_000
 
     def rolling_timestamp(self) -> int:
         """What `segment.ms` counts from: the first batch's max timestamp, else creation time."""
@@ -324,7 +355,9 @@ class LogSegment:
         self._tail_lasts = []
 
     def flush(self) -> None:
-        os.fsync(self._fd)
+        if self._log_fd is None:
+            return  # nothing written: no file to sync
+        os.fsync(self._log_fd)
         self.index.flush()
         self.time_index.flush()
         self.txn_index.flush()
@@ -336,9 +369,13 @@ class LogSegment:
         The caller closes them. An fsync through a duplicate stays safe when the segment is
         closed or deleted meanwhile.
         """
-        fds = [os.dup(self._fd), self.index.dup_fd()]
+        if self._log_fd is None:
+            return []  # nothing written: no file to sync
+        fds = [os.dup(self._log_fd)]
         try:
-            fds.append(self.time_index.dup_fd())
+            for index in (self.index, self.time_index):
+                if not index.deferred:
+                    fds.append(index.dup_fd())
             txn_fd = self.txn_index.dup_fd()
             if txn_fd is not None:
                 fds.append(txn_fd)
@@ -398,6 +435,8 @@ class LogSegment:
         returns the number of bytes truncated. As in Kafka, the time index ends with the entry
         of the segment's largest timestamp.
         """
+        if self._log_fd is None:
+            return 0  # a deferred segment has no file, so nothing to recover
         self.index.truncate()
         self.time_index.truncate()
         self._forget_headers()
@@ -565,7 +604,7 @@ class LogSegment:
 
     def _append_largest_timestamp(self) -> None:
         # Into the slot the time index keeps for it; a no-op when the last entry has it already.
-        if self._max is not None:
+        if self._max is not None and not (self._max.timestamp < 0 and self.time_index.deferred):
             self.time_index.maybe_append(
                 self._max.timestamp, self._max.offset, skip_full_check=True
             )
@@ -583,7 +622,9 @@ class LogSegment:
                 self.time_index.close()
                 self.txn_index.close()
             finally:
-                os.close(self._fd)
+                fd, self._log_fd = self._log_fd, None
+                if fd is not None:
+                    os.close(fd)
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename the three files from `old_suffix` to `new_suffix` (Kafka's
@@ -598,7 +639,8 @@ class LogSegment:
             return path.with_name(path.name[: len(path.name) - len(old_suffix)] + new_suffix)
 
         target = renamed(self.log_path)
-        os.replace(self.log_path, target)
+        if self._log_fd is not None:
+            os.replace(self.log_path, target)
         self.log_path = target
         self.index.rename_to(renamed(self.index.path))
         self.time_index.rename_to(renamed(self.time_index.path))

@@ -162,12 +162,33 @@ def fill_segments(log: Log, appends: int, count: int = 3, size: int = 40) -> Non
 def test_a_new_log_is_empty_with_one_segment(log: Log, log_dir: Path) -> None:
     assert (log.log_start_offset, log.log_end_offset, log.recovery_point) == (0, 0, 0)
     assert log.num_segments == 1
-    assert log_files(log_dir) == ["00000000000000000000.log"]
-    assert (log_dir / "00000000000000000000.index").exists()
     result = log.read(0, 1000)
     assert result.records == b""
     assert result.fetch_offset_metadata.offset == 0
     assert log.topic_partition == TopicPartition(topic="events", partition=0)
+    # An empty new log creates no file (nor holds a descriptor) until its first write...
+    log.flush()
+    assert os.listdir(log_dir) == []
+    append_records(log, 1)
+    # ... which creates the segment's three files together.
+    assert sorted(os.listdir(log_dir)) == [
+        "00000000000000000000.index",
+        "00000000000000000000.log",
+        "00000000000000000000.timeindex",
+        "leader-epoch-checkpoint",
+    ]
+
+
+def test_a_new_log_closed_unwritten_reopens_empty(log_dir: Path, clock: ManualClock) -> None:
+    opened = open_log(log_dir, clock)
+    opened.roll()
+    opened.close()
+    assert os.listdir(log_dir) == []
+    again = open_log(log_dir, clock)
+    assert (again.log_start_offset, again.log_end_offset, again.num_segments) == (0, 0, 1)
+    append_records(again, 2)
+    again.close()
+    assert offsets(open_log(log_dir, clock)) == [0, 1]
 
 
 # --------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ records its topic's id once and refuses another."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,9 @@ from kafkactor.storage import (
     PartitionMetadataFile,
 )
 from kafkactor.storage.partition_metadata import format_partition_metadata
+from kafkactor.storage.records import Record
+from kafkactor.timer import ManualClock
+from kafkactor.timer.scheduler import ScheduledTask, Scheduler
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -112,3 +116,67 @@ def test_ids_are_compared_as_uuids(tmp_path: Path) -> None:
     assert log.check_or_set_topic_id(uuid.UUID(bytes=TOPIC_ID.bytes))
     assert log.topic_id == TOPIC_ID
     log.close()
+
+
+class HeldScheduler(Scheduler):
+    """A started scheduler whose tasks run only when the test says (`run_held`)."""
+
+    def __init__(self) -> None:
+        super().__init__(ManualClock(0))
+        self.held: list[ScheduledTask] = []
+
+    @property
+    def is_started(self) -> bool:
+        return True
+
+    def schedule(
+        self,
+        name: str,
+        fn: Callable[[], object],
+        delay_ms: int = 0,
+        period_ms: int | None = None,
+    ) -> ScheduledTask:
+        task = ScheduledTask(
+            self, name=name, fn=fn, delay_ms=delay_ms, period_ms=period_ms, due_ms=0
+        )
+        self.held.append(task)
+        return task
+
+    def run_held(self) -> list[str]:
+        ran, self.held = self.held, []
+        for task in ran:
+            task.fn()
+        return [task.name for task in ran]
+
+
+def test_a_topic_id_is_written_off_the_callers_path_and_before_any_record(
+    tmp_path: Path,
+) -> None:
+    # Kafka's assignTopicId + maybeFlushMetadataFile: the id is recorded in memory at once; the
+    # file (two fsyncs) is written by the scheduler, or before the first append, whichever is
+    # first, so a replica's LeaderAndIsr does not wait for it and no record is on disk without it.
+    scheduler = HeldScheduler()
+    directory = tmp_path / "events-0"
+    log = Log(directory, scheduler=scheduler)
+    assert log.check_or_set_topic_id(TOPIC_ID)
+    assert log.topic_id == TOPIC_ID
+    assert not (directory / PARTITION_METADATA_FILE).exists()  # not written by the caller
+    assert not log.check_or_set_topic_id(OTHER_ID)  # the recorded id is already the id
+    log.append_as_leader([Record(None, b"v", 1)], leader_epoch=0)
+    assert PartitionMetadataFile(directory).read() == TOPIC_ID
+    assert scheduler.run_held() == ["flush-metadata-file"]  # finds nothing left to write
+
+    other = Log(tmp_path / "events-1", scheduler=scheduler)
+    assert other.check_or_set_topic_id(OTHER_ID)
+    assert PartitionMetadataFile(other.dir).read() is None
+    assert scheduler.run_held() == ["flush-metadata-file"]
+    assert PartitionMetadataFile(other.dir).read() == OTHER_ID
+    other.close()
+    log.close()
+
+
+def test_a_topic_id_not_yet_written_is_written_on_close(tmp_path: Path) -> None:
+    log = Log(tmp_path / "events-0", scheduler=HeldScheduler())
+    assert log.check_or_set_topic_id(TOPIC_ID)
+    log.close()
+    assert Log(tmp_path / "events-0").topic_id == TOPIC_ID
