@@ -134,6 +134,12 @@ class ControllerRequestError(RuntimeError):
     """A broker refused or did not answer a LeaderAndIsr / UpdateMetadata request."""
 
 
+class KafkaStorageError(ControllerRequestError):
+    """A partition's leader could not open or create its log (Kafka's KafkaStorageException:
+    EMFILE when the process is out of file descriptors, ENOSPC, ...), so waiting for it to
+    lead would never end. The message names each such partition, its broker and why."""
+
+
 class Cluster:
     """N brokers (ids 1..N) in one process on one `Directory`, each with its own data dir.
 
@@ -608,10 +614,34 @@ class Cluster:
         _log_topic_created(name, assignment)
         if wait:  # (a broker's CreateTopics waits in its topic purgatory instead)
             self._wait_for(
-                lambda: all(self._is_led(name, p) for p in assignment),
-                f"leaders for every partition of {name!r}",
+                lambda: self._all_led(name, assignment), f"leaders for every partition of {name!r}"
             )
         return assignment
+
+    def _all_led(self, topic: str, partitions: Iterable[int]) -> bool:
+        """Every partition has an acting leader; raises `KafkaStorageError` when the leader
+        of one could not open its log (its replica manager holds it offline)."""
+        partitions = list(partitions)
+        if all(self._is_led(topic, p) for p in partitions):
+            return True
+        failed = []
+        for broker in self.live_brokers():
+            ref = self.directory.resolve(addresses.replica_manager(broker))
+            try:
+                view = ref.proxy().describe().get(timeout=self.request_timeout_s)  # type: ignore[union-attr]
+            except Exception:  # gone or stopping: the wait goes on
+                continue
+            failed += [
+                f"{key} on broker {broker}: {why}"
+                for p in partitions
+                if (why := view.get("offline", {}).get(key := f"{topic}-{p}")) is not None
+                and self.leader(topic, p) == broker
+            ]
+        if failed:
+            raise KafkaStorageError(
+                "KAFKA_STORAGE_ERROR: cannot open the log of " + "; ".join(failed)
+            )
+        return False
 
     def _is_led(self, topic: str, partition: int) -> bool:
         """The partition has a leader in ZooKeeper, and that broker acts as its leader."""
@@ -686,7 +716,7 @@ class Cluster:
                     self._lead_added_partitions(topic, added)
         if self._zk is not None and wait and not validate_only:
             self._wait_for(
-                lambda: all(self._is_led(topic, p) for p in range(len(whole))),
+                lambda: self._all_led(topic, range(len(whole))),
                 f"leaders for every partition of {topic!r}",
             )
         return whole

@@ -25,6 +25,7 @@ from kafkactor.actors.replication.epoch_truncation import truncation_point
 from kafkactor.actors.replication.high_watermarks import HighWatermarks
 from kafkactor.actors.replication.partition import PartitionState, PendingIsrChange
 from kafkactor.actors.replication.request_log import log_produce_response
+from kafkactor.actors.replication.storage_failures import StorageFailure, log_storage_error
 from kafkactor.actors.runtime import Directory, TracedActor, handles
 from kafkactor.common import LogOffsetMetadata, PartitionLeaderState, TopicPartition
 from kafkactor.kafka_uuid import uuid_from_string, uuid_to_string
@@ -215,6 +216,11 @@ class PartitionActor(TracedActor):
         previous_log_end = self.log.log_end_offset
         try:
             info = self.log.append_as_leader(records, state.leader_epoch, origin=origin)
+        except OSError as failure:  # a file it could not open or write: nothing acknowledged
+            self._storage_failed("append", failure)
+            return self._append_failed(
+                request, ErrorCode.KAFKA_STORAGE_ERROR, StorageFailure.of(failure).describe()
+            )
         except (StorageError, ValueError) as failure:
             return self._append_failed(request, storage_error_code(failure), str(failure), failure)
         log_end = info.last_offset + 1
@@ -420,6 +426,9 @@ class PartitionActor(TracedActor):
         try:
             if request.records:
                 self.log.append_as_follower(request.records)
+        except OSError as failure:
+            self._storage_failed("follower_append", failure)
+            error, reason = ErrorCode.KAFKA_STORAGE_ERROR, StorageFailure.of(failure).describe()
         except (StorageError, ValueError) as failure:
             error, reason = storage_error_code(failure), str(failure)
         log_end = self.log.log_end_offset
@@ -477,6 +486,10 @@ class PartitionActor(TracedActor):
                     self._truncate_fully_and_start_at(request.start_at)
                 elif request.epoch_end is not None:
                     completed = self._truncate_to_epoch_end(request.epoch_end)
+            except OSError as failure:
+                self._storage_failed("truncate", failure)
+                error = ErrorCode.KAFKA_STORAGE_ERROR
+                reason = StorageFailure.of(failure).describe()
             except StorageError as failure:
                 error, reason = storage_error_code(failure), str(failure)
         self.reply(
@@ -564,7 +577,8 @@ class PartitionActor(TracedActor):
         if request.topic_id:  # KIP-516: checked before the epochs, as Kafka 2.8 does
             try:
                 consistent = self._check_or_set_topic_id(request.topic_id)
-            except OSError:  # partition.metadata not written: Kafka's KafkaStorageException
+            except OSError as failure:  # partition.metadata not written: KafkaStorageException
+                self._storage_failed("become", failure)
                 self.reply(request, self._applied(ErrorCode.KAFKA_STORAGE_ERROR))
                 return
             if not consistent:
@@ -577,10 +591,16 @@ class PartitionActor(TracedActor):
         was_leader = state.is_leader
         truncate = False
         if decision.leader == self.broker:
-            state.make_leader(decision, self.clock.now_ms(), self.log.log_end_offset)
             # the new epoch starts at the log end now, so a follower asking for its end learns
-            # where this leader's log took over (Kafka 2.1+)
-            self.log.assign_leader_epoch(decision.leader_epoch)
+            # where this leader's log took over (Kafka 2.1+); first, so a leader-epoch file
+            # that cannot be written leaves the replica as it was
+            try:
+                self.log.assign_leader_epoch(decision.leader_epoch)
+            except OSError as failure:
+                self._storage_failed("become", failure)
+                self.reply(request, self._applied(ErrorCode.KAFKA_STORAGE_ERROR))
+                return
+            state.make_leader(decision, self.clock.now_ms(), self.log.log_end_offset)
             event = "partition.become_leader"
         else:
             # No truncation here: a follower of a new leader asks it where its epochs end
@@ -606,6 +626,18 @@ class PartitionActor(TracedActor):
         )
         self._publish(LeadershipChanged, hw_moved=True, to_produce=True)
         self.reply(request, self._applied(ErrorCode.NONE, truncate=truncate))
+
+    def _storage_failed(self, operation: str, failure: OSError) -> None:
+        """An error event: the log's files failed `operation` (EMFILE, ENOSPC, ...); the
+        request is answered KAFKA_STORAGE_ERROR and the actor goes on."""
+        log_storage_error(
+            self,
+            "partition.storage_error",
+            topic=self.state.topic,
+            partition=self.state.partition,
+            failure=StorageFailure.of(failure),
+            operation=operation,
+        )
 
     def _check_or_set_topic_id(self, topic_id: str) -> bool:
         """Kafka 2.8's `checkOrSetTopicId`: the log's directory records `topic_id` (written now

@@ -37,6 +37,7 @@ from kafkactor.actors.replication.request_log import (
     log_produce_response,
 )
 from kafkactor.actors.replication.scatter_gather import ScatterGather
+from kafkactor.actors.replication.storage_failures import OfflinePartitions, log_storage_error
 from kafkactor.actors.replication.topic_purgatory import topic_changes
 from kafkactor.actors.replication.txn_markers import (
     marker_waits,
@@ -190,6 +191,7 @@ class ReplicaManagerActor(TracedActor):
             send=self.send,
         )
         self.metadata_cache = MetadataCache()
+        self.offline = OfflinePartitions()  # whose log could not be opened: KAFKA_STORAGE_ERROR
         self._offsets_partitions_told: frozenset[int] = frozenset()
         self._topics_told: dict[str, frozenset[int]] = {}  # the topic purgatory's view
         self._fan_outs = ScatterGather()
@@ -384,6 +386,8 @@ class ReplicaManagerActor(TracedActor):
             if current_leader_epoch < replica.leader_epoch:
                 return ErrorCode.FENCED_LEADER_EPOCH
             return ErrorCode.UNKNOWN_LEADER_EPOCH
+        if replica is None and f"{topic}-{partition}" in self.offline:
+            return ErrorCode.KAFKA_STORAGE_ERROR  # Kafka's HostedPartition.Offline
         if replica is None and not self.metadata_cache.knows(topic, partition):
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return ErrorCode.NOT_LEADER_FOR_PARTITION
@@ -427,6 +431,8 @@ class ReplicaManagerActor(TracedActor):
         is UNKNOWN_TOPIC_OR_PARTITION (Kafka's `getMagic` finds no log), a follower's
         NOT_LEADER_FOR_PARTITION."""
         replica = self.replicas.get(f"{topic}-{partition}")
+        if replica is None and f"{topic}-{partition}" in self.offline:
+            return None, ErrorCode.KAFKA_STORAGE_ERROR
         if replica is None:
             return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if not replica.is_leader or replica.stopped:
@@ -482,6 +488,12 @@ class ReplicaManagerActor(TracedActor):
                     max_bytes=request.max_bytes,
                     received_ms=received_ms,
                     isolation_level=request.isolation_level,
+                    offline=tuple(
+                        key
+                        for p in request.partitions
+                        if (key := str(TopicPartition.of(p))) in self.offline
+                        and key not in self.replicas
+                    ),
                 ),
                 keys=tuple(str(TopicPartition.of(p)) for p in request.partitions),
                 timeout_ms=max(0, request.max_wait_ms),
@@ -718,7 +730,10 @@ class ReplicaManagerActor(TracedActor):
             if self.broker_id not in state.replicas:
                 errors[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            replica = self._replica(state.topic, state.partition)
+            replica = self._open_replica(state)
+            if replica is None:  # its log could not be opened: Kafka's KafkaStorageException
+                errors[key] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
             if state.leader == self.broker_id:
                 self.fetcher_manager.remove(TopicPartition.of(state))  # a leader stops fetching
                 if state.topic == OFFSETS_TOPIC:
@@ -857,6 +872,30 @@ class ReplicaManagerActor(TracedActor):
         if self.directory.resolve(address) is not None:
             self.send(address, message)
 
+    def _open_replica(self, state: PartitionLeaderState) -> LocalReplica | None:
+        """The replica a LeaderAndIsr names, or None when its log cannot be opened or created
+        (an OSError: EMFILE when the broker is out of file descriptors, ENOSPC, ...). Then the
+        partition is offline here, with an error event saying why, and this actor goes on with
+        the others (Kafka's makeLeaders/makeFollowers and `markPartitionOffline`); a later
+        LeaderAndIsr tries again."""
+        key = str(TopicPartition.of(state))
+        try:
+            replica = self._replica(state.topic, state.partition)
+        except (OSError, StorageError) as error:
+            failure = self.offline.mark(key, error)
+            log_storage_error(
+                self,
+                "replica_manager.log_failed",
+                topic=state.topic,
+                partition=state.partition,
+                failure=failure,
+                leader=state.leader,
+                leader_epoch=state.leader_epoch,
+            )
+            return None
+        self.offline.clear(key)
+        return replica
+
     def _replica(self, topic: str, partition: int) -> LocalReplica:
         """The local replica's actor (started on first use) with its log (opened or created)."""
         tp = TopicPartition(topic=topic, partition=partition)
@@ -911,6 +950,7 @@ class ReplicaManagerActor(TracedActor):
         stopping: dict[str, LocalReplica] = {}
         for ref in request.partitions:
             key = str(TopicPartition.of(ref))
+            self.offline.clear(key)  # stopped: nothing to answer KAFKA_STORAGE_ERROR for
             replica = self.replicas.get(key)
             if replica is None:
                 continue
@@ -1068,4 +1108,5 @@ class ReplicaManagerActor(TracedActor):
             "leaders": sorted(k for k, r in self.replicas.items() if r.is_leader),
             "followers": sorted(k for k, r in self.replicas.items() if not r.is_leader),
             "fetchers": sorted(self.fetcher_manager.fetchers),
+            "offline": self.offline.describe(),
         }

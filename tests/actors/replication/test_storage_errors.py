@@ -1,0 +1,246 @@
+"""A replica whose files cannot be opened (EMFILE: the process is out of file descriptors, or
+any other OSError) is Kafka's KafkaStorageException: its partition answers
+KAFKA_STORAGE_ERROR to LeaderAndIsr, produce and fetch, an error event says why, the actors go
+on serving the other partitions, and `Cluster.create_topic` fails at once naming the cause
+instead of waiting out its timeout. An append that fails is not acknowledged.
+
+One cluster for the module (three brokers, embedded ZooKeeper); each test on its own topic.
+The failures are injected where the layers above storage meet it (`LogManager`,
+`os.open` under one partition's directory, `Log.read`), so the tests hold whether a log opens
+its files at once or lazily.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafkactor.actors.replication.storage_failures import OfflinePartitions, StorageFailure
+from kafkactor.actors.runtime import Client, addresses
+from kafkactor.clients import ProduceError
+from kafkactor.common import PartitionLeaderState, TopicPartition
+from kafkactor.messages import ErrorCode
+from kafkactor.messages.replication import LeaderAndIsr, LeaderAndIsrResponse
+from kafkactor.storage import Log, LogManager
+from kafkactor.testing import Cluster, KafkaStorageError
+from tests.replication.support import WAIT_S, EventLog, captured_events, fetch_one, values_of
+
+pytestmark = pytest.mark.timeout(60)
+
+EMFILE = OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    with Cluster(3) as started:
+        yield started
+
+
+@pytest.fixture
+def events() -> Iterator[EventLog]:
+    with captured_events() as captured:
+        yield captured
+
+
+@pytest.fixture
+def client(cluster: Cluster) -> Iterator[Client]:
+    raw = Client("storage-errors", cluster.directory)
+    yield raw
+    raw.close()
+
+
+def no_logs_for(monkeypatch: pytest.MonkeyPatch, topic: str) -> None:
+    """Every broker's log manager fails to create a log of `topic` with EMFILE."""
+    create = LogManager.get_or_create_log
+
+    def failing(self: LogManager, tp: TopicPartition, config: Any = None) -> Log:
+        if tp.topic == topic:
+            path = self.data_dir / f"{tp.topic}-{tp.partition}" / "00000000000000000000.log"
+            raise OSError(errno.EMFILE, os.strerror(errno.EMFILE), str(path))
+        return create(self, tp, config)
+
+    monkeypatch.setattr(LogManager, "get_or_create_log", failing)
+
+
+def no_files_under(monkeypatch: pytest.MonkeyPatch, directory: str) -> Callable[[], None]:
+    """`os.open` fails with EMFILE for any file in a directory named `directory` (a
+    partition's, on every broker); the returned function lifts it."""
+    real_open = os.open
+
+    def failing(path: Any, flags: int, mode: int = 0o777, *args: Any, **kwargs: Any) -> int:
+        if Path(os.fsdecode(path)).parent.name == directory:
+            raise OSError(errno.EMFILE, os.strerror(errno.EMFILE), os.fsdecode(path))
+        return real_open(path, flags, mode, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", failing)
+    return lambda: monkeypatch.setattr(os, "open", real_open)
+
+
+# -- the pure parts -------------------------------------------------------------------------------
+
+
+def test_a_storage_failure_names_the_errno_its_message_and_the_file() -> None:
+    failure = StorageFailure.of(OSError(errno.EMFILE, "Too many open files", "/d/t-0/0.log"))
+
+    assert failure.describe() == "EMFILE (Too many open files): /d/t-0/0.log"
+    assert failure.fields() == {
+        "errno": "EMFILE",
+        "error": "Too many open files",
+        "path": "/d/t-0/0.log",
+    }
+    assert StorageFailure.of(ValueError("bad checkpoint")).describe() == "bad checkpoint"
+
+
+def test_offline_partitions_are_held_until_cleared() -> None:
+    offline = OfflinePartitions()
+    offline.mark("t-0", EMFILE)
+
+    assert "t-0" in offline
+    assert offline.describe() == {"t-0": "EMFILE (Too many open files)"}
+    offline.clear("t-0")
+    assert "t-0" not in offline
+    assert offline.describe() == {}
+
+
+# -- a log that cannot be created ---------------------------------------------------------------
+
+
+def test_create_topic_fails_at_once_naming_the_storage_error(
+    cluster: Cluster, events: EventLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    no_logs_for(monkeypatch, "no-files")
+
+    with pytest.raises(KafkaStorageError, match=r"no-files-0 on broker \d: EMFILE"):
+        cluster.create_topic("no-files", partitions=1, replication_factor=3)
+
+    failed = events.named("replica_manager.log_failed", topic="no-files", partition=0)
+    assert {e["broker"] for e in failed} == {1, 2, 3}
+    assert {(e["level"], e["errno"], e["error"]) for e in failed} == {
+        ("error", "EMFILE", "Too many open files")
+    }
+    assert all(e["path"].endswith("no-files-0/00000000000000000000.log") for e in failed)
+
+
+def test_the_offline_partition_answers_produce_and_fetch_with_kafka_storage_error(
+    cluster: Cluster, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    no_logs_for(monkeypatch, "offline")
+    with pytest.raises(KafkaStorageError):
+        cluster.create_topic("offline", partitions=1, replication_factor=3)
+    leader = cluster.leader("offline", 0)
+
+    with pytest.raises(ProduceError) as refused:
+        cluster.producer().send("offline", b"lost?", partition=0).result(WAIT_S)
+    assert refused.value.error_code is ErrorCode.KAFKA_STORAGE_ERROR
+    assert refused.value.retriable  # as Kafka marks it: the partition may come back
+    assert fetch_one(client, leader, "offline", 0, 0).error_code is ErrorCode.KAFKA_STORAGE_ERROR
+
+
+def test_the_brokers_go_on_serving_their_other_partitions(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    no_logs_for(monkeypatch, "dead-end")
+    with pytest.raises(KafkaStorageError):
+        cluster.create_topic("dead-end", partitions=3, replication_factor=3)
+
+    cluster.create_topic("alive", partitions=3, replication_factor=3)
+    producer = cluster.producer(acks=-1)
+    landed = [producer.send("alive", b"v", partition=p).result(WAIT_S) for p in range(3)]
+    assert [r.offset for r in landed] == [0, 0, 0]
+
+
+def test_leader_and_isr_answers_kafka_storage_error_for_that_partition_alone(
+    cluster: Cluster, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kafka's makeLeaders/makeFollowers: the partition whose log fails is answered
+    KAFKA_STORAGE_ERROR, the others of the same request are applied."""
+    cluster.create_topic("mixed-ok", partitions=1, replication_factor=3)
+    leader = cluster.leader("mixed-ok", 0)
+    no_logs_for(monkeypatch, "mixed-bad")
+    epoch = cluster.current_controller_epoch()
+    states = tuple(
+        PartitionLeaderState(
+            topic=topic,
+            partition=0,
+            controller_epoch=epoch,
+            leader=leader,
+            leader_epoch=leader_epoch,  # mixed-ok's next: an epoch it has is refused as stale
+            isr=(1, 2, 3),
+            replicas=(1, 2, 3),
+        )
+        for topic, leader_epoch in (("mixed-bad", 0), ("mixed-ok", 1))
+    )
+
+    response = client.call(
+        addresses.replica_manager(leader),
+        LeaderAndIsr(
+            controller_id=cluster.controller_id() or 0,
+            controller_epoch=epoch,
+            partition_states=states,
+        ),
+        WAIT_S,
+    )
+
+    assert isinstance(response, LeaderAndIsrResponse), response
+    assert response.error_code is ErrorCode.NONE
+    assert {p.topic: p.error_code for p in response.partitions} == {
+        "mixed-bad": ErrorCode.KAFKA_STORAGE_ERROR,
+        "mixed-ok": ErrorCode.NONE,
+    }
+
+
+# -- files that cannot be opened once the log exists --------------------------------------------
+
+
+def test_an_append_that_cannot_open_its_new_segment_is_not_acknowledged(
+    cluster: Cluster, client: Client, events: EventLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster.create_topic(
+        "rolls", partitions=1, replication_factor=1, config={"segment.bytes": "100"}
+    )
+    leader = cluster.leader("rolls", 0)
+    producer = cluster.producer()
+    first = producer.send("rolls", b"first " * 20, partition=0).result(WAIT_S)
+    lift = no_files_under(monkeypatch, "rolls-0")
+    with pytest.raises(ProduceError) as refused:  # the segment is full: a new one is needed
+        producer.send("rolls", b"refused " * 20, partition=0).result(WAIT_S)
+    lift()
+    after = producer.send("rolls", b"after " * 20, partition=0).result(WAIT_S)
+
+    assert refused.value.error_code is ErrorCode.KAFKA_STORAGE_ERROR
+    (failed,) = events.named("partition.storage_error", topic="rolls", operation="append")
+    assert (failed["level"], failed["errno"], failed["broker"]) == ("error", "EMFILE", leader)
+    assert (first.offset, after.offset) == (0, 1)  # the refused records took no offset
+    data = fetch_one(client, leader, "rolls", 0, 0)
+    read = values_of(data.records)
+    while read[-1][0] < after.offset:  # one segment a fetch
+        read += values_of(fetch_one(client, leader, "rolls", 0, read[-1][0] + 1).records)
+    assert read == [(0, b"first " * 20), (1, b"after " * 20)]
+
+
+def test_a_read_that_fails_answers_the_fetch_with_kafka_storage_error(
+    cluster: Cluster, client: Client, events: EventLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster.create_topic("unreadable", partitions=1, replication_factor=1)
+    leader = cluster.leader("unreadable", 0)
+    cluster.producer().send("unreadable", b"kept", partition=0).result(WAIT_S)
+    read = Log.read
+
+    def failing(self: Log, *args: Any, **kwargs: Any) -> Any:
+        if self.topic_partition.topic == "unreadable":
+            raise OSError(errno.EMFILE, os.strerror(errno.EMFILE), str(self.dir))
+        return read(self, *args, **kwargs)
+
+    monkeypatch.setattr(Log, "read", failing)
+    refused = fetch_one(client, leader, "unreadable", 0, 0)
+    monkeypatch.setattr(Log, "read", read)
+
+    assert refused.error_code is ErrorCode.KAFKA_STORAGE_ERROR
+    (failed,) = events.named("partition.storage_error", topic="unreadable", operation="read")
+    assert (failed["level"], failed["errno"]) == ("error", "EMFILE")
+    assert values_of(fetch_one(client, leader, "unreadable", 0, 0).records) == [(0, b"kept")]
