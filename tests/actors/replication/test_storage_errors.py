@@ -13,11 +13,14 @@ its files at once or lazily.
 from __future__ import annotations
 
 import errno
+import json
 import os
 from collections.abc import Callable, Iterator
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from kafkactor.actors.replication.storage_failures import OfflinePartitions, StorageFailure
@@ -25,14 +28,28 @@ from kafkactor.actors.runtime import Client, addresses
 from kafkactor.clients import ProduceError
 from kafkactor.common import PartitionLeaderState, TopicPartition
 from kafkactor.messages import ErrorCode
-from kafkactor.messages.replication import LeaderAndIsr, LeaderAndIsrResponse
+from kafkactor.messages.replication import (
+    FetchPartitionData,
+    FetchRequest,
+    FetchResponse,
+    LeaderAndIsr,
+    LeaderAndIsrResponse,
+    ProducePartitionResult,
+    ProduceRequest,
+    ProduceResponse,
+)
+from kafkactor.network.api_versions import ApiKey
 from kafkactor.storage import Log, LogManager
 from kafkactor.testing import Cluster, KafkaStorageError
+from tests.network import wire
+from tests.network.test_kafka_apis import answer, apis, ask, handle
 from tests.replication.support import WAIT_S, EventLog, captured_events, fetch_one, values_of
 
 pytestmark = pytest.mark.timeout(60)
 
 EMFILE = OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+STORAGE = ErrorCode.KAFKA_STORAGE_ERROR
+NOT_LEADER = ErrorCode.NOT_LEADER_FOR_PARTITION
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +122,34 @@ def test_offline_partitions_are_held_until_cleared() -> None:
     offline.clear("t-0")
     assert "t-0" not in offline
     assert offline.describe() == {}
+
+
+# -- on the wire: what a client of each version reads --------------------------------------------
+
+
+@pytest.mark.parametrize(("version", "code"), [(3, NOT_LEADER), (4, STORAGE), (8, STORAGE)])
+def test_a_produce_client_reads_kafka_storage_error_from_v4(version: int, code: ErrorCode) -> None:
+    """Kafka's ProduceResponse: a v3 client does not know KAFKA_STORAGE_ERROR, so it is told
+    NOT_LEADER_FOR_PARTITION, which it retries after a metadata refresh."""
+    step = ask(
+        handle(apis(), ApiKey.PRODUCE, version, wire.produce_request(version, wire.batch(b"a"))),
+        ProduceRequest,
+    )
+    refused = ProducePartitionResult(topic=wire.TOPIC, partition=0, error_code=STORAGE)
+    body = answer(step.then(ProduceResponse(partitions=(refused,))), ApiKey.PRODUCE, version)
+
+    assert body.responses[0].partition_responses[0].error_code == code
+
+
+@pytest.mark.parametrize(("version", "code"), [(4, NOT_LEADER), (5, NOT_LEADER), (6, STORAGE)])
+def test_a_fetch_client_reads_kafka_storage_error_from_v6(version: int, code: ErrorCode) -> None:
+    """Kafka's `maybeDownConvertStorageError`: Fetch v5 and older are told
+    NOT_LEADER_FOR_PARTITION."""
+    step = ask(handle(apis(), ApiKey.FETCH, version, wire.fetch_request(version)), FetchRequest)
+    refused = FetchPartitionData(topic=wire.TOPIC, partition=0, error_code=STORAGE)
+    body = answer(step.then(FetchResponse(partitions=(refused,))), ApiKey.FETCH, version)
+
+    assert body.responses[0].partitions[0].error_code == code
 
 
 # -- a log that cannot be created ---------------------------------------------------------------
@@ -244,3 +289,32 @@ def test_a_read_that_fails_answers_the_fetch_with_kafka_storage_error(
     (failed,) = events.named("partition.storage_error", topic="unreadable", operation="read")
     assert (failed["level"], failed["errno"]) == ("error", "EMFILE")
     assert values_of(fetch_one(client, leader, "unreadable", 0, 0).records) == [(0, b"kept")]
+
+
+def test_the_storage_events_are_the_schema_s(
+    cluster: Cluster, client: Client, events: EventLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    no_logs_for(monkeypatch, "schema-offline")
+    with pytest.raises(KafkaStorageError):
+        cluster.create_topic("schema-offline", partitions=1, replication_factor=1)
+    cluster.create_topic("schema-read", partitions=1, replication_factor=1)
+    leader = cluster.leader("schema-read", 0)
+    cluster.producer().send("schema-read", b"x", partition=0).result(WAIT_S)
+    monkeypatch.setattr(Log, "read", _failing_read)
+    assert (
+        fetch_one(client, leader, "schema-read", 0, 0).error_code is ErrorCode.KAFKA_STORAGE_ERROR
+    )
+
+    schema = json.loads(files("kafkactor").joinpath("events.schema.json").read_text("utf-8"))
+    validator = jsonschema.Draft202012Validator(schema)
+    written = events.named("replica_manager.log_failed") + events.named("partition.storage_error")
+    assert {e["event"] for e in written} == {
+        "replica_manager.log_failed",
+        "partition.storage_error",
+    }
+    for event in written:
+        assert list(validator.iter_errors(event)) == [], event
+
+
+def _failing_read(self: Log, *args: Any, **kwargs: Any) -> Any:
+    raise OSError(errno.EMFILE, os.strerror(errno.EMFILE), str(self.dir))
