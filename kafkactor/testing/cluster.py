@@ -638,8 +638,9 @@ class Cluster:
                 and self.leader(topic, p) == broker
             ]
         if failed:
+            more = f" (and {len(failed) - 5} more)" if len(failed) > 5 else ""
             raise KafkaStorageError(
-                "KAFKA_STORAGE_ERROR: cannot open the log of " + "; ".join(failed)
+                "KAFKA_STORAGE_ERROR: cannot open the log of " + "; ".join(failed[:5]) + more
             )
         return False
 

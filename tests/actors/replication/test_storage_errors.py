@@ -15,6 +15,8 @@ from __future__ import annotations
 import errno
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from importlib.resources import files
 from pathlib import Path
@@ -45,7 +47,7 @@ from tests.network import wire
 from tests.network.test_kafka_apis import answer, apis, ask, handle
 from tests.replication.support import WAIT_S, EventLog, captured_events, fetch_one, values_of
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(60)  # the subprocess test bounds itself at 50 s
 
 EMFILE = OSError(errno.EMFILE, os.strerror(errno.EMFILE))
 STORAGE = ErrorCode.KAFKA_STORAGE_ERROR
@@ -318,3 +320,60 @@ def test_the_storage_events_are_the_schema_s(
 
 def _failing_read(self: Log, *args: Any, **kwargs: Any) -> Any:
     raise OSError(errno.EMFILE, os.strerror(errno.EMFILE), str(self.dir))
+
+
+# -- the real limit -----------------------------------------------------------------------------
+
+# A cluster in a process of its own whose open-file limit is lowered to 60 above what it uses
+# once started: 40 partitions at RF 3 need more. Whether its logs open their files at creation
+# or at their first append, the files run out somewhere; what it prints is what a user saw.
+RUN_OUT_OF_FILES = """
+import json, os, resource, time
+from kafkactor.testing import Cluster, KafkaStorageError
+from kafkactor.clients import ProduceError
+
+seen = {"create": "ok", "produce": []}
+with Cluster(3, request_timeout_s=5) as cluster:
+    cluster.create_topic("warm", partitions=1, replication_factor=3)
+    producer = cluster.producer()
+    producer.send("warm", b"w", partition=0).result(5)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 60, hard))
+    started = time.monotonic()
+    try:
+        cluster.create_topic("many", partitions=40, replication_factor=3)
+        for p in range(40):
+            try:
+                producer.send("many", b"v", partition=p).result(5)
+            except ProduceError as error:
+                seen["produce"].append(error.error_code.name)
+    except KafkaStorageError as error:
+        seen["create"] = str(error)
+    except Exception as error:
+        seen["create"] = f"{type(error).__name__}: {error}"
+    seen["took_s"] = time.monotonic() - started
+    producer.send("warm", b"w", partition=0).result(5)  # the other partitions are served
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+print(json.dumps(seen))
+"""
+
+
+def test_past_the_open_file_limit_a_user_gets_kafka_storage_error_not_a_stall() -> None:
+    root = Path(__file__).resolve().parents[3]
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_OUT_OF_FILES],
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=50,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.splitlines()[-1])
+
+    assert seen["took_s"] < 4.0, seen  # answered, not waited out (request_timeout_s is 5)
+    if seen["create"] != "ok":  # the logs open their files at creation
+        assert seen["create"].startswith("KAFKA_STORAGE_ERROR: cannot open the log of many-")
+        assert "EMFILE (Too many open files)" in seen["create"]
+    else:  # at their first append: refused, or every record acknowledged
+        assert set(seen["produce"]) <= {"KAFKA_STORAGE_ERROR"}, seen
