@@ -25,8 +25,10 @@ from typing import Any
 import jsonschema
 import pytest
 
+from kafkactor.actors.coordinator.offsets_loader import load_partition as load_offsets
 from kafkactor.actors.replication.storage_failures import OfflinePartitions, StorageFailure
 from kafkactor.actors.runtime import Client, addresses
+from kafkactor.actors.transaction.transaction_loader import load_partition as load_transactions
 from kafkactor.clients import ProduceError
 from kafkactor.common import PartitionLeaderState, TopicPartition
 from kafkactor.messages import ErrorCode
@@ -41,7 +43,7 @@ from kafkactor.messages.replication import (
     ProduceResponse,
 )
 from kafkactor.network.api_versions import ApiKey
-from kafkactor.storage import Log, LogManager
+from kafkactor.storage import Log, LogConfig, LogManager, build_value_batch
 from kafkactor.testing import Cluster, KafkaStorageError
 from tests.network import wire
 from tests.network.test_kafka_apis import answer, apis, ask, handle
@@ -124,6 +126,25 @@ def test_offline_partitions_are_held_until_cleared() -> None:
     offline.clear("t-0")
     assert "t-0" not in offline
     assert offline.describe() == {}
+
+
+# -- coordinators loading their partitions ------------------------------------------------------
+
+
+@pytest.mark.parametrize("load", [load_offsets, load_transactions], ids=["offsets", "txn"])
+def test_a_coordinator_partition_that_cannot_be_read_ends_its_load_with_the_error(
+    load: Callable[[Log | None], tuple[Any, str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A load that raised would leave the partition loading for ever (its clients answered
+    COORDINATOR_LOAD_IN_PROGRESS); it ends, and its `group.load` / `txn.load` event says why."""
+    log = Log(tmp_path / "__consumer_offsets-0", LogConfig())
+    log.append_as_leader(build_value_batch([b"v"], 1_000), 0)
+    monkeypatch.setattr(Log, "read", _failing_read)
+
+    _replay, error = load(log)
+    log.close()
+
+    assert "Too many open files" in error
 
 
 # -- on the wire: what a client of each version reads --------------------------------------------
