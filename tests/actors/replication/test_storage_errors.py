@@ -128,6 +128,47 @@ def test_offline_partitions_are_held_until_cleared() -> None:
     assert offline.describe() == {}
 
 
+def test_a_leader_epoch_that_cannot_be_written_leaves_the_replica_as_it_was(
+    cluster: Cluster, client: Client, events: EventLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster.create_topic("epochless", partitions=1, replication_factor=1)
+    leader = cluster.leader("epochless", 0)
+    assign = Log.assign_leader_epoch
+
+    def failing(self: Log, epoch: int) -> Any:
+        if self.topic_partition.topic == "epochless":
+            raise OSError(errno.EMFILE, os.strerror(errno.EMFILE), str(self.dir))
+        return assign(self, epoch)
+
+    monkeypatch.setattr(Log, "assign_leader_epoch", failing)
+    epoch = cluster.current_controller_epoch()
+    newer = PartitionLeaderState(
+        topic="epochless",
+        partition=0,
+        controller_epoch=epoch,
+        leader=leader,
+        leader_epoch=1,
+        isr=(leader,),
+        replicas=(leader,),
+    )
+    response = client.call(
+        addresses.replica_manager(leader),
+        LeaderAndIsr(
+            controller_id=cluster.controller_id() or 0,
+            controller_epoch=epoch,
+            partition_states=(newer,),
+        ),
+        WAIT_S,
+    )
+
+    assert isinstance(response, LeaderAndIsrResponse), response
+    assert [p.error_code for p in response.partitions] == [STORAGE]
+    replica = cluster.describe_partition("epochless", 0, broker=leader)
+    assert (replica.is_leader, replica.leader_epoch) == (True, 0)
+    (failed,) = events.named("partition.storage_error", topic="epochless", operation="become")
+    assert (failed["level"], failed["errno"]) == ("error", "EMFILE")
+
+
 # -- coordinators loading their partitions ------------------------------------------------------
 
 
