@@ -529,7 +529,8 @@ class Cluster:
         the assignment and config are written to `/brokers/topics/<t>` and
         `/config/topics/<t>` and the controller elects the leaders; this returns once every
         partition has one (at once with `wait=False`, what a broker's CreateTopics asks: its
-        answer waits in its topic purgatory).
+        answer waits in its topic purgatory). A leader that cannot open a partition's log
+        (EMFILE past the open-file limit, ...) raises `KafkaStorageError` naming it and why.
         """
         if not _TOPIC_NAME.fullmatch(name) or name in (".", ".."):
             raise ValueError(f"illegal topic name {name!r}: use [a-zA-Z0-9._-], 1-249 chars")
@@ -624,25 +625,31 @@ class Cluster:
         partitions = list(partitions)
         if all(self._is_led(topic, p) for p in partitions):
             return True
-        failed = []
-        for broker in self.live_brokers():
-            ref = self.directory.resolve(addresses.replica_manager(broker))
-            try:
-                view = ref.proxy().describe().get(timeout=self.request_timeout_s)  # type: ignore[union-attr]
-            except Exception:  # gone or stopping: the wait goes on
-                continue
-            failed += [
-                f"{key} on broker {broker}: {why}"
-                for p in partitions
-                if (why := view.get("offline", {}).get(key := f"{topic}-{p}")) is not None
-                and self.leader(topic, p) == broker
-            ]
+        leaders: dict[int, list[str]] = {}
+        for p in partitions:
+            with contextlib.suppress(NoNodeError):  # no leader elected yet
+                leaders.setdefault(self.leader(topic, p), []).append(f"{topic}-{p}")
+        failed = [
+            reason
+            for broker in self.live_brokers()
+            for reason in self._offline_reasons(broker, leaders.get(broker, []))
+        ]
         if failed:
-            more = f" (and {len(failed) - 5} more)" if len(failed) > 5 else ""
-            raise KafkaStorageError(
-                "KAFKA_STORAGE_ERROR: cannot open the log of " + "; ".join(failed[:5]) + more
-            )
+            raise _storage_error(failed)
         return False
+
+    def _offline_reasons(self, broker: int, keys: Sequence[str]) -> list[str]:
+        """Why the broker could not open the log of each of `keys` (`topic-partition`) that
+        its replica manager holds offline: `t-0 on broker 2: EMFILE (...): <file>`."""
+        ref = self.directory.resolve(addresses.replica_manager(broker))
+        if ref is None or not keys:
+            return []
+        try:
+            view = ref.proxy().describe().get(timeout=self.request_timeout_s)  # type: ignore[attr-defined]
+        except Exception:  # stopping: nothing to say
+            return []
+        offline: dict[str, str] = view.get("offline", {})
+        return [f"{key} on broker {broker}: {offline[key]}" for key in keys if key in offline]
 
     def _is_led(self, topic: str, partition: int) -> bool:
         """The partition has a leader in ZooKeeper, and that broker acts as its leader."""
@@ -1160,6 +1167,15 @@ class Cluster:
             if not isinstance(response, LeaderAndIsrResponse) or response.error_code:
                 raise ControllerRequestError(f"broker {broker} refused LeaderAndIsr: {response}")
             failed = [p for p in response.partitions if p.error_code is not ErrorCode.NONE]
+            if offline := self._offline_reasons(
+                broker,
+                [
+                    f"{p.topic}-{p.partition}"
+                    for p in failed
+                    if p.error_code is ErrorCode.KAFKA_STORAGE_ERROR
+                ],
+            ):
+                raise _storage_error(offline)
             if failed:
                 raise ControllerRequestError(f"broker {broker}: LeaderAndIsr failed for {failed}")
 
@@ -1190,6 +1206,14 @@ class Cluster:
                 f"broker {broker} did not answer within {self.request_timeout_s}s"
             ) from None
         return response
+
+
+def _storage_error(failed: Sequence[str]) -> KafkaStorageError:
+    """The error naming the first five partitions whose log could not be opened, and why."""
+    more = f" (and {len(failed) - 5} more)" if len(failed) > 5 else ""
+    return KafkaStorageError(
+        "KAFKA_STORAGE_ERROR: cannot open the log of " + "; ".join(failed[:5]) + more
+    )
 
 
 def _url_host(host: str) -> str:

@@ -235,6 +235,19 @@ def test_create_topic_fails_at_once_naming_the_storage_error(
     assert all(e["path"].endswith("no-files-0/00000000000000000000.log") for e in failed)
 
 
+def test_without_zookeeper_create_topic_names_the_storage_error_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without ZooKeeper the Cluster is the controller: the LeaderAndIsr answer it reads
+    names the partition, and the replica manager says why."""
+    no_logs_for(monkeypatch, "no-zk")
+    with (
+        Cluster(3, zookeeper=None) as without_zookeeper,
+        pytest.raises(KafkaStorageError, match=r"no-zk-0 on broker 1: EMFILE"),
+    ):
+        without_zookeeper.create_topic("no-zk", partitions=1, replication_factor=3)
+
+
 def test_the_offline_partition_answers_produce_and_fetch_with_kafka_storage_error(
     cluster: Cluster, client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
