@@ -621,35 +621,38 @@ class Cluster:
 
     def _all_led(self, topic: str, partitions: Iterable[int]) -> bool:
         """Every partition has an acting leader; raises `KafkaStorageError` when the leader
-        of one could not open its log (its replica manager holds it offline)."""
-        partitions = list(partitions)
-        if all(self._is_led(topic, p) for p in partitions):
+        of the first one waited for could not open its log (its replica manager holds it
+        offline), naming every partition of the topic whose leader holds it so."""
+        waiting = next((p for p in partitions if not self._is_led(topic, p)), None)
+        if waiting is None:
             return True
-        leaders: dict[int, list[str]] = {}
-        for p in partitions:
-            with contextlib.suppress(NoNodeError):  # no leader elected yet
-                leaders.setdefault(self.leader(topic, p), []).append(f"{topic}-{p}")
-        failed = [
-            reason
-            for broker in self.live_brokers()
-            for reason in self._offline_reasons(broker, leaders.get(broker, []))
-        ]
-        if failed:
-            raise _storage_error(failed)
-        return False
-
-    def _offline_reasons(self, broker: int, keys: Sequence[str]) -> list[str]:
-        """Why the broker could not open the log of each of `keys` (`topic-partition`) that
-        its replica manager holds offline: `t-0 on broker 2: EMFILE (...): <file>`."""
-        ref = self.directory.resolve(addresses.replica_manager(broker))
-        if ref is None or not keys:
-            return []
         try:
-            view = ref.proxy().describe().get(timeout=self.request_timeout_s)  # type: ignore[attr-defined]
+            leader = self.leader(topic, waiting)
+        except NoNodeError:  # no leader elected yet
+            return False
+        if f"{topic}-{waiting}" not in self._offline(leader):
+            return False
+        failed = []
+        for broker in self.live_brokers():
+            for key, why in self._offline(broker).items():
+                name, _, partition = key.rpartition("-")
+                with contextlib.suppress(NoNodeError):
+                    if name == topic and self.leader(topic, int(partition)) == broker:
+                        failed.append(f"{key} on broker {broker}: {why}")
+        raise _storage_error(failed)
+
+    def _offline(self, broker: int) -> dict[str, str]:
+        """The partitions (`topic-partition`) whose log the broker could not open, each with
+        why (`EMFILE (Too many open files): <file>`), as its replica manager holds them."""
+        ref = self.directory.resolve(addresses.replica_manager(broker))
+        if ref is None:
+            return {}
+        try:
+            ask = ref.proxy().offline_partitions()  # type: ignore[attr-defined]
+            offline: dict[str, str] = ask.get(timeout=self.request_timeout_s)
         except Exception:  # stopping: nothing to say
-            return []
-        offline: dict[str, str] = view.get("offline", {})
-        return [f"{key} on broker {broker}: {offline[key]}" for key in keys if key in offline]
+            return {}
+        return offline
 
     def _is_led(self, topic: str, partition: int) -> bool:
         """The partition has a leader in ZooKeeper, and that broker acts as its leader."""
@@ -1167,15 +1170,14 @@ class Cluster:
             if not isinstance(response, LeaderAndIsrResponse) or response.error_code:
                 raise ControllerRequestError(f"broker {broker} refused LeaderAndIsr: {response}")
             failed = [p for p in response.partitions if p.error_code is not ErrorCode.NONE]
-            if offline := self._offline_reasons(
-                broker,
-                [
-                    f"{p.topic}-{p.partition}"
-                    for p in failed
-                    if p.error_code is ErrorCode.KAFKA_STORAGE_ERROR
-                ],
-            ):
-                raise _storage_error(offline)
+            offline = self._offline(broker) if failed else {}
+            if storage := [
+                f"{key} on broker {broker}: {offline[key]}"
+                for p in failed
+                if p.error_code is ErrorCode.KAFKA_STORAGE_ERROR
+                and (key := f"{p.topic}-{p.partition}") in offline
+            ]:
+                raise _storage_error(storage)
             if failed:
                 raise ControllerRequestError(f"broker {broker}: LeaderAndIsr failed for {failed}")
 

@@ -217,10 +217,8 @@ class PartitionActor(TracedActor):
         try:
             info = self.log.append_as_leader(records, state.leader_epoch, origin=origin)
         except OSError as failure:  # a file it could not open or write: nothing acknowledged
-            self._storage_failed("append", failure)
-            return self._append_failed(
-                request, ErrorCode.KAFKA_STORAGE_ERROR, StorageFailure.of(failure).describe()
-            )
+            why = self._storage_failed("append", failure)
+            return self._append_failed(request, ErrorCode.KAFKA_STORAGE_ERROR, why)
         except (StorageError, ValueError) as failure:
             return self._append_failed(request, storage_error_code(failure), str(failure), failure)
         log_end = info.last_offset + 1
@@ -427,8 +425,8 @@ class PartitionActor(TracedActor):
             if request.records:
                 self.log.append_as_follower(request.records)
         except OSError as failure:
-            self._storage_failed("follower_append", failure)
-            error, reason = ErrorCode.KAFKA_STORAGE_ERROR, StorageFailure.of(failure).describe()
+            error = ErrorCode.KAFKA_STORAGE_ERROR
+            reason = self._storage_failed("follower_append", failure)
         except (StorageError, ValueError) as failure:
             error, reason = storage_error_code(failure), str(failure)
         log_end = self.log.log_end_offset
@@ -487,9 +485,8 @@ class PartitionActor(TracedActor):
                 elif request.epoch_end is not None:
                     completed = self._truncate_to_epoch_end(request.epoch_end)
             except OSError as failure:
-                self._storage_failed("truncate", failure)
                 error = ErrorCode.KAFKA_STORAGE_ERROR
-                reason = StorageFailure.of(failure).describe()
+                reason = self._storage_failed("truncate", failure)
             except StorageError as failure:
                 error, reason = storage_error_code(failure), str(failure)
         self.reply(
@@ -578,8 +575,8 @@ class PartitionActor(TracedActor):
             try:
                 consistent = self._check_or_set_topic_id(request.topic_id)
             except OSError as failure:  # partition.metadata not written: KafkaStorageException
-                self._storage_failed("become", failure)
-                self.reply(request, self._applied(ErrorCode.KAFKA_STORAGE_ERROR))
+                why = self._storage_failed("become", failure)
+                self.reply(request, self._applied(ErrorCode.KAFKA_STORAGE_ERROR, message=why))
                 return
             if not consistent:
                 self.reply(request, self._applied(ErrorCode.INCONSISTENT_TOPIC_ID))
@@ -597,8 +594,8 @@ class PartitionActor(TracedActor):
             try:
                 self.log.assign_leader_epoch(decision.leader_epoch)
             except OSError as failure:
-                self._storage_failed("become", failure)
-                self.reply(request, self._applied(ErrorCode.KAFKA_STORAGE_ERROR))
+                why = self._storage_failed("become", failure)
+                self.reply(request, self._applied(ErrorCode.KAFKA_STORAGE_ERROR, message=why))
                 return
             state.make_leader(decision, self.clock.now_ms(), self.log.log_end_offset)
             event = "partition.become_leader"
@@ -627,17 +624,20 @@ class PartitionActor(TracedActor):
         self._publish(LeadershipChanged, hw_moved=True, to_produce=True)
         self.reply(request, self._applied(ErrorCode.NONE, truncate=truncate))
 
-    def _storage_failed(self, operation: str, failure: OSError) -> None:
+    def _storage_failed(self, operation: str, error: OSError) -> str:
         """An error event: the log's files failed `operation` (EMFILE, ENOSPC, ...); the
-        request is answered KAFKA_STORAGE_ERROR and the actor goes on."""
+        request is answered KAFKA_STORAGE_ERROR and the actor goes on. Returns why, in a
+        line (`EMFILE (Too many open files): <file>`)."""
+        failure = StorageFailure.of(error)
         log_storage_error(
             self,
             "partition.storage_error",
             topic=self.state.topic,
             partition=self.state.partition,
-            failure=StorageFailure.of(failure),
+            failure=failure,
             operation=operation,
         )
+        return failure.describe()
 
     def _check_or_set_topic_id(self, topic_id: str) -> bool:
         """Kafka 2.8's `checkOrSetTopicId`: the log's directory records `topic_id` (written now
@@ -661,8 +661,11 @@ class PartitionActor(TracedActor):
         )
         return False
 
-    def _applied(self, error: ErrorCode, *, truncate: bool = False) -> PartitionStateApplied:
+    def _applied(
+        self, error: ErrorCode, *, truncate: bool = False, message: str = ""
+    ) -> PartitionStateApplied:
         return PartitionStateApplied(
+            message=message,
             topic=self.state.topic,
             partition=self.state.partition,
             error_code=error,

@@ -37,7 +37,11 @@ from kafkactor.actors.replication.request_log import (
     log_produce_response,
 )
 from kafkactor.actors.replication.scatter_gather import ScatterGather
-from kafkactor.actors.replication.storage_failures import OfflinePartitions, log_storage_error
+from kafkactor.actors.replication.storage_failures import (
+    OfflinePartitions,
+    StorageFailure,
+    log_storage_error,
+)
 from kafkactor.actors.replication.topic_purgatory import topic_changes
 from kafkactor.actors.replication.txn_markers import (
     marker_waits,
@@ -380,14 +384,14 @@ class ReplicaManagerActor(TracedActor):
     ) -> ErrorCode:
         """NONE when this broker leads the partition (in `current_leader_epoch`, when the
         caller names one: an older one is FENCED_LEADER_EPOCH, a newer UNKNOWN_LEADER_EPOCH)."""
+        if self.offline and f"{topic}-{partition}" in self.offline:
+            return ErrorCode.KAFKA_STORAGE_ERROR  # Kafka's HostedPartition.Offline
         if replica is not None and replica.is_leader:
             if current_leader_epoch < 0 or current_leader_epoch == replica.leader_epoch:
                 return ErrorCode.NONE
             if current_leader_epoch < replica.leader_epoch:
                 return ErrorCode.FENCED_LEADER_EPOCH
             return ErrorCode.UNKNOWN_LEADER_EPOCH
-        if replica is None and f"{topic}-{partition}" in self.offline:
-            return ErrorCode.KAFKA_STORAGE_ERROR  # Kafka's HostedPartition.Offline
         if replica is None and not self.metadata_cache.knows(topic, partition):
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return ErrorCode.NOT_LEADER_FOR_PARTITION
@@ -431,7 +435,7 @@ class ReplicaManagerActor(TracedActor):
         is UNKNOWN_TOPIC_OR_PARTITION (Kafka's `getMagic` finds no log), a follower's
         NOT_LEADER_FOR_PARTITION."""
         replica = self.replicas.get(f"{topic}-{partition}")
-        if replica is None and f"{topic}-{partition}" in self.offline:
+        if f"{topic}-{partition}" in self.offline:
             return None, ErrorCode.KAFKA_STORAGE_ERROR
         if replica is None:
             return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -492,8 +496,9 @@ class ReplicaManagerActor(TracedActor):
                         key
                         for p in request.partitions
                         if (key := str(TopicPartition.of(p))) in self.offline
-                        and key not in self.replicas
-                    ),
+                    )
+                    if self.offline
+                    else (),
                 ),
                 keys=tuple(str(TopicPartition.of(p)) for p in request.partitions),
                 timeout_ms=max(0, request.max_wait_ms),
@@ -783,9 +788,12 @@ class ReplicaManagerActor(TracedActor):
                 self._close_load_window(state, leads=replica.is_leader)
                 continue
             errors[key] = response.error_code
+            if response.error_code is ErrorCode.KAFKA_STORAGE_ERROR:  # markPartitionOffline
+                self.offline.hold(key, StorageFailure("", response.message or "storage error"))
             if response.error_code is not ErrorCode.NONE:
                 self._close_load_window(state, leads=response.is_leader)
                 continue
+            self.offline.clear(key)
             if state.leader_epoch < replica.leader_epoch:
                 # A newer LeaderAndIsr for this partition finished its fan-out first (it had
                 # fewer partitions to wait for): this older decision must not undo its fetcher.
@@ -879,6 +887,7 @@ class ReplicaManagerActor(TracedActor):
         the others (Kafka's makeLeaders/makeFollowers and `markPartitionOffline`); a later
         LeaderAndIsr tries again."""
         key = str(TopicPartition.of(state))
+        new = key not in self.replicas
         try:
             replica = self._replica(state.topic, state.partition)
         except (OSError, StorageError) as error:
@@ -893,7 +902,8 @@ class ReplicaManagerActor(TracedActor):
                 leader_epoch=state.leader_epoch,
             )
             return None
-        self.offline.clear(key)
+        if new:  # its log opens after all: whether it is online again, its answer says
+            self.offline.clear(key)
         return replica
 
     def _replica(self, topic: str, partition: int) -> LocalReplica:
@@ -1101,6 +1111,11 @@ class ReplicaManagerActor(TracedActor):
         self._fan_outs.gather(response)
 
     # -- introspection for tests and tools ---------------------------------------------------------
+
+    def offline_partitions(self) -> dict[str, str]:
+        """The partitions whose log could not be opened here (`topic-partition`), each with
+        why: what `Cluster.create_topic` names instead of waiting for them."""
+        return self.offline.describe()
 
     def describe(self) -> dict[str, Any]:
         return {

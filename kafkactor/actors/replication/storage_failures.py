@@ -6,8 +6,9 @@ In Kafka an `IOException` while a log is created, appended to, read or flushed g
 answers KAFKA_STORAGE_ERROR for every partition in it (`HostedPartition.Offline`) until the
 broker restarts. Here one partition is offline, not its directory: the one whose log could
 not be opened or created (an `OSError` such as EMFILE, "Too many open files", or a
-`StorageError`). It stays offline until a later LeaderAndIsr for it opens its log after all
-(a shortage of file descriptors passes), or a StopReplica forgets it.
+`StorageError`), or whose replica could not apply a LeaderAndIsr for one (its leader-epoch
+file). It stays offline until a later LeaderAndIsr for it is applied (a shortage of file
+descriptors passes), or a StopReplica forgets it.
 """
 
 from __future__ import annotations
@@ -51,8 +52,9 @@ class StorageFailure:
 
 class OfflinePartitions:
     """Kafka's `HostedPartition.Offline` entries of `ReplicaManager.allPartitions`: the
-    partitions whose log this broker could not open, each with why. Produce and fetch for
-    one answer KAFKA_STORAGE_ERROR, as a LeaderAndIsr naming it does while it stays here."""
+    partitions whose log this broker could not open (or whose replica failed a LeaderAndIsr
+    with a storage error), each with why. Produce and fetch for one answer
+    KAFKA_STORAGE_ERROR while it stays here."""
 
     def __init__(self) -> None:
         self._failures: dict[str, StorageFailure] = {}
@@ -62,6 +64,10 @@ class OfflinePartitions:
         self._failures[key] = failure
         return failure
 
+    def hold(self, key: str, failure: StorageFailure) -> None:
+        """Offline for `failure`, as its replica said (a LeaderAndIsr it could not apply)."""
+        self._failures[key] = failure
+
     def clear(self, key: str) -> None:
         self._failures.pop(key, None)
 
@@ -70,6 +76,9 @@ class OfflinePartitions:
 
     def __contains__(self, key: object) -> bool:
         return key in self._failures
+
+    def __len__(self) -> int:
+        return len(self._failures)
 
     def describe(self) -> dict[str, str]:
         """Each offline partition (`topic-partition`) with why, for tests and tools."""

@@ -165,6 +165,9 @@ def test_a_leader_epoch_that_cannot_be_written_leaves_the_replica_as_it_was(
     assert [p.error_code for p in response.partitions] == [STORAGE]
     replica = cluster.describe_partition("epochless", 0, broker=leader)
     assert (replica.is_leader, replica.leader_epoch) == (True, 0)
+    with pytest.raises(ProduceError) as refused:  # offline on its broker, as in Kafka
+        cluster.producer().send("epochless", b"x", partition=0).result(WAIT_S)
+    assert refused.value.error_code is STORAGE
     (failed,) = events.named("partition.storage_error", topic="epochless", operation="become")
     assert (failed["level"], failed["errno"]) == ("error", "EMFILE")
 
