@@ -195,7 +195,7 @@ class ReplicaManagerActor(TracedActor):
             send=self.send,
         )
         self.metadata_cache = MetadataCache()
-        self.offline = OfflinePartitions()  # whose log could not be opened: KAFKA_STORAGE_ERROR
+        self.offline = OfflinePartitions()  # logs that failed to open: KAFKA_STORAGE_ERROR
         self._offsets_partitions_told: frozenset[int] = frozenset()
         self._topics_told: dict[str, frozenset[int]] = {}  # the topic purgatory's view
         self._fan_outs = ScatterGather()
