@@ -29,7 +29,7 @@ from kafkactor.actors.replication.storage_failures import StorageFailure, log_st
 from kafkactor.actors.runtime import Directory, TracedActor, handles
 from kafkactor.common import LogOffsetMetadata, PartitionLeaderState, TopicPartition
 from kafkactor.kafka_uuid import uuid_from_string, uuid_to_string
-from kafkactor.messages import ErrorCode
+from kafkactor.messages import ErrorCode, ErrorResponse, Request
 from kafkactor.messages.config import UpdateLogConfig
 from kafkactor.messages.offsets import (
     EpochEndOffset,
@@ -638,6 +638,18 @@ class PartitionActor(TracedActor):
             operation=operation,
         )
         return failure.describe()
+
+    def _handler_failed(self, payload: Any, error: Exception) -> None:
+        """An OSError no handler expected (a file of the log that could not be opened while
+        answering) is Kafka's KafkaStorageException too: the request is answered
+        KAFKA_STORAGE_ERROR, with the event naming its type, rather than UNKNOWN_SERVER_ERROR."""
+        if isinstance(error, OSError) and isinstance(payload, Request) and payload.reply_to:
+            why = self._storage_failed(type(payload).__name__, error)
+            self.reply(
+                payload, ErrorResponse(error_code=ErrorCode.KAFKA_STORAGE_ERROR, message=why)
+            )
+            return
+        super()._handler_failed(payload, error)
 
     def _check_or_set_topic_id(self, topic_id: str) -> bool:
         """Kafka 2.8's `checkOrSetTopicId`: the log's directory records `topic_id` (written now

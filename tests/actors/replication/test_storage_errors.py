@@ -31,13 +31,15 @@ from kafkactor.actors.runtime import Client, addresses
 from kafkactor.actors.transaction.transaction_loader import load_partition as load_transactions
 from kafkactor.clients import ProduceError
 from kafkactor.common import PartitionLeaderState, TopicPartition
-from kafkactor.messages import ErrorCode
+from kafkactor.messages import ErrorCode, ErrorResponse
 from kafkactor.messages.replication import (
+    DescribePartition,
     FetchPartitionData,
     FetchRequest,
     FetchResponse,
     LeaderAndIsr,
     LeaderAndIsrResponse,
+    PartitionDescription,
     ProducePartitionResult,
     ProduceRequest,
     ProduceResponse,
@@ -170,6 +172,26 @@ def test_a_leader_epoch_that_cannot_be_written_leaves_the_replica_as_it_was(
     assert refused.value.error_code is STORAGE
     (failed,) = events.named("partition.storage_error", topic="epochless", operation="become")
     assert (failed["level"], failed["errno"]) == ("error", "EMFILE")
+
+
+def test_an_os_error_no_handler_expected_answers_kafka_storage_error_and_the_actor_lives(
+    cluster: Cluster, client: Client, events: EventLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster.create_topic("surprise", partitions=1, replication_factor=1)
+    leader = cluster.leader("surprise", 0)
+    address = addresses.partition(leader, "surprise-0")
+    stable = Log.last_stable_offset
+    monkeypatch.setattr(Log, "last_stable_offset", _failing_read)
+
+    refused = client.call(address, DescribePartition(), WAIT_S)
+    monkeypatch.setattr(Log, "last_stable_offset", stable)
+
+    assert isinstance(refused, ErrorResponse), refused
+    assert refused.error_code is STORAGE
+    assert refused.message.startswith("EMFILE (Too many open files)")
+    (failed,) = events.named("partition.storage_error", topic="surprise")
+    assert failed["operation"] == "DescribePartition"
+    assert isinstance(client.call(address, DescribePartition(), WAIT_S), PartitionDescription)
 
 
 # -- coordinators loading their partitions ------------------------------------------------------
