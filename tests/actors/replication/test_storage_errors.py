@@ -4,10 +4,12 @@ KAFKA_STORAGE_ERROR to LeaderAndIsr, produce and fetch, an error event says why,
 on serving the other partitions, and `Cluster.create_topic` fails at once naming the cause
 instead of waiting out its timeout. An append that fails is not acknowledged.
 
-One cluster for the module (three brokers, embedded ZooKeeper); each test on its own topic.
-The failures are injected where the layers above storage meet it (`LogManager`,
-`os.open` under one partition's directory, `Log.read`), so the tests hold whether a log opens
-its files at once or lazily.
+One cluster for the module (three brokers, embedded ZooKeeper), each test on its own topic;
+one test starts a cluster without ZooKeeper, one a cluster in a process of its own whose
+open-file limit (RLIMIT_NOFILE) is really lowered. Elsewhere the failures are injected where
+the layers above storage meet it (`LogManager.get_or_create_log`, `os.open` under one
+partition's directory, `Log.read`, `Log.assign_leader_epoch`), so the tests hold whether a
+log opens its files at once or lazily.
 """
 
 from __future__ import annotations
