@@ -158,6 +158,13 @@ MUST_SEE = frozenset(
 
 # Event types the schema names that this run does not produce, and why.
 NOT_EXERCISED = {
+    "replica_manager.log_failed": (
+        "needs a log that cannot be created (tests/actors/replication/test_storage_errors.py)"
+    ),
+    "partition.storage_error": (
+        "needs log files that cannot be opened or read "
+        "(tests/actors/replication/test_storage_errors.py)"
+    ),
     "network.tls_handshake_failed": (
         "needs a TLS listener and a client failing its handshake "
         "(tests/network/test_socket_server_security.py)"

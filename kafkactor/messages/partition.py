@@ -89,6 +89,7 @@ class PartitionStateApplied(Response):
     high_watermark: int = 0
     truncate: bool = False
     latest_epoch: int = UNDEFINED_EPOCH
+    message: str = ""  # why it refused (KAFKA_STORAGE_ERROR: the errno, message and file)
 
 
 @message

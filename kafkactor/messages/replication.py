@@ -364,6 +364,7 @@ class FetchSpec:
     max_bytes: int = 2**31 - 1  # the whole response's (KIP-74)
     received_ms: int = -1  # when the replica manager received the request (its latency base)
     isolation_level: int = 0  # the request's: READ_COMMITTED (1) waits on and reads to the LSO
+    offline: tuple[str, ...] = ()  # partitions whose log the broker could not open
 
 
 # -- replica fetchers ----------------------------------------------------------------------------

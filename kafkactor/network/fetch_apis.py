@@ -22,7 +22,12 @@ from kafkactor.messages.replication import (
 )
 from kafkactor.network.api_versions import ApiKey
 from kafkactor.network.codec import build, nested, response_type
-from kafkactor.network.partition_answers import FETCH, LIST_OFFSETS, per_partition
+from kafkactor.network.partition_answers import (
+    FETCH,
+    LIST_OFFSETS,
+    per_partition,
+    storage_error_for,
+)
 from kafkactor.network.steps import NO_THROTTLE, Answer, Ask, Step, millis
 
 __all__ = ["READ_COMMITTED", "READ_UNCOMMITTED", "fetch", "list_offsets"]
@@ -95,7 +100,7 @@ def _fetch_answer(version: int, body: Any, response: Response, isolation: int) -
         stable = r.last_stable_offset if r.last_stable_offset >= 0 else r.high_watermark
         return {
             "partition_index": p.partition,
-            "error_code": r.error_code,
+            "error_code": storage_error_for("fetch", version, r.error_code),
             "high_watermark": r.high_watermark,
             "last_stable_offset": stable,
             "log_start_offset": r.log_start_offset,

@@ -47,7 +47,12 @@ from kafkactor.network.log_dir_apis import describe_log_dirs
 from kafkactor.network.offset_apis import OffsetApis
 from kafkactor.network.offset_delete_apis import offset_delete
 from kafkactor.network.partition_admin_apis import PartitionAdminApis
-from kafkactor.network.partition_answers import OFFSET_FOR_LEADER_EPOCH, PRODUCE, per_partition
+from kafkactor.network.partition_answers import (
+    OFFSET_FOR_LEADER_EPOCH,
+    PRODUCE,
+    per_partition,
+    storage_error_for,
+)
 from kafkactor.network.reassignment_apis import (
     alter_partition_reassignments,
     list_partition_reassignments,
@@ -266,7 +271,7 @@ class KafkaApis:
                 r = ProducePartitionResult(error_code=fallback)
             return {
                 "index": p.index,
-                "error_code": r.error_code,
+                "error_code": storage_error_for("produce", version, r.error_code),
                 "base_offset": r.base_offset,
                 "log_append_time": _log_append_time(r.log_append_time_ms),
                 "log_start_offset": r.log_start_offset,

@@ -20,7 +20,21 @@ __all__ = [
     "PRODUCE",
     "PartitionsShape",
     "per_partition",
+    "storage_error_for",
 ]
+
+# The first version of each data API whose client knows KAFKA_STORAGE_ERROR (KIP-112).
+_STORAGE_ERROR_SINCE: Final = {"produce": 4, "fetch": 6}
+
+
+def storage_error_for(api: str, version: int, code: ErrorCode) -> ErrorCode:
+    """`code` as a client of `version` understands it: KAFKA_STORAGE_ERROR is
+    NOT_LEADER_FOR_PARTITION to an older Produce (v3) or Fetch (v4-5) client, which then
+    refreshes its metadata and retries instead of failing on an unknown code (Kafka's
+    ProduceResponse and `maybeDownConvertStorageError`)."""
+    if code is ErrorCode.KAFKA_STORAGE_ERROR and version < _STORAGE_ERROR_SINCE[api]:
+        return ErrorCode.NOT_LEADER_FOR_PARTITION
+    return code
 
 
 @dataclass(frozen=True, slots=True)

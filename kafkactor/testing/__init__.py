@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kafkactor.common import TopicExistsError, UnknownTopicError
-    from kafkactor.testing.cluster import Cluster, ControllerRequestError
+    from kafkactor.testing.cluster import Cluster, ControllerRequestError, KafkaStorageError
     from kafkactor.testing.nemesis import (
         nemesis_config,
         run_schedule,
@@ -52,6 +52,7 @@ __all__ = [
     "ControllerRequestError",
     "Divergence",
     "EpisodeKind",
+    "KafkaStorageError",
     "LostRecord",
     "Role",
     "Schedule",
@@ -80,6 +81,7 @@ _HOMES: dict[str, str] = {
     "UnknownTopicError": "kafkactor.common",
     "Cluster": "kafkactor.testing.cluster",
     "ControllerRequestError": "kafkactor.testing.cluster",
+    "KafkaStorageError": "kafkactor.testing.cluster",
     "nemesis_config": "kafkactor.testing.nemesis",
     "run_schedule": "kafkactor.testing.nemesis",
     **dict.fromkeys(

@@ -134,6 +134,12 @@ class ControllerRequestError(RuntimeError):
     """A broker refused or did not answer a LeaderAndIsr / UpdateMetadata request."""
 
 
+class KafkaStorageError(ControllerRequestError):
+    """A partition's leader could not open or create its log (Kafka's KafkaStorageException:
+    EMFILE when the process is out of file descriptors, ENOSPC, ...), so waiting for it to
+    lead would never end. The message names each such partition, its broker and why."""
+
+
 class Cluster:
     """N brokers (ids 1..N) in one process on one `Directory`, each with its own data dir.
 
@@ -523,7 +529,8 @@ class Cluster:
         the assignment and config are written to `/brokers/topics/<t>` and
         `/config/topics/<t>` and the controller elects the leaders; this returns once every
         partition has one (at once with `wait=False`, what a broker's CreateTopics asks: its
-        answer waits in its topic purgatory).
+        answer waits in its topic purgatory). A leader that cannot open a partition's log
+        (EMFILE past the open-file limit, ...) raises `KafkaStorageError` naming it and why.
         """
         if not _TOPIC_NAME.fullmatch(name) or name in (".", ".."):
             raise ValueError(f"illegal topic name {name!r}: use [a-zA-Z0-9._-], 1-249 chars")
@@ -608,10 +615,44 @@ class Cluster:
         _log_topic_created(name, assignment)
         if wait:  # (a broker's CreateTopics waits in its topic purgatory instead)
             self._wait_for(
-                lambda: all(self._is_led(name, p) for p in assignment),
-                f"leaders for every partition of {name!r}",
+                lambda: self._all_led(name, assignment), f"leaders for every partition of {name!r}"
             )
         return assignment
+
+    def _all_led(self, topic: str, partitions: Iterable[int]) -> bool:
+        """Every partition has an acting leader; raises `KafkaStorageError` when the leader
+        of the first one waited for could not open its log (its replica manager holds it
+        offline), naming every partition of the topic whose leader holds it so."""
+        waiting = next((p for p in partitions if not self._is_led(topic, p)), None)
+        if waiting is None:
+            return True
+        try:
+            leader = self.leader(topic, waiting)
+        except NoNodeError:  # no leader elected yet
+            return False
+        if f"{topic}-{waiting}" not in self._offline(leader):
+            return False
+        failed = []
+        for broker in self.live_brokers():
+            for key, why in self._offline(broker).items():
+                name, _, partition = key.rpartition("-")
+                with contextlib.suppress(NoNodeError):
+                    if name == topic and self.leader(topic, int(partition)) == broker:
+                        failed.append(f"{key} on broker {broker}: {why}")
+        raise _storage_error(failed)
+
+    def _offline(self, broker: int) -> dict[str, str]:
+        """The partitions (`topic-partition`) whose log the broker could not open, each with
+        why (`EMFILE (Too many open files): <file>`), as its replica manager holds them."""
+        ref = self.directory.resolve(addresses.replica_manager(broker))
+        if ref is None:
+            return {}
+        try:
+            ask = ref.proxy().offline_partitions()  # type: ignore[attr-defined]
+            offline: dict[str, str] = ask.get(timeout=self.request_timeout_s)
+        except Exception:  # stopping: nothing to say
+            return {}
+        return offline
 
     def _is_led(self, topic: str, partition: int) -> bool:
         """The partition has a leader in ZooKeeper, and that broker acts as its leader."""
@@ -686,7 +727,7 @@ class Cluster:
                     self._lead_added_partitions(topic, added)
         if self._zk is not None and wait and not validate_only:
             self._wait_for(
-                lambda: all(self._is_led(topic, p) for p in range(len(whole))),
+                lambda: self._all_led(topic, range(len(whole))),
                 f"leaders for every partition of {topic!r}",
             )
         return whole
@@ -1129,6 +1170,14 @@ class Cluster:
             if not isinstance(response, LeaderAndIsrResponse) or response.error_code:
                 raise ControllerRequestError(f"broker {broker} refused LeaderAndIsr: {response}")
             failed = [p for p in response.partitions if p.error_code is not ErrorCode.NONE]
+            offline = self._offline(broker) if failed else {}
+            if storage := [
+                f"{key} on broker {broker}: {offline[key]}"
+                for p in failed
+                if p.error_code is ErrorCode.KAFKA_STORAGE_ERROR
+                and (key := f"{p.topic}-{p.partition}") in offline
+            ]:
+                raise _storage_error(storage)
             if failed:
                 raise ControllerRequestError(f"broker {broker}: LeaderAndIsr failed for {failed}")
 
@@ -1159,6 +1208,14 @@ class Cluster:
                 f"broker {broker} did not answer within {self.request_timeout_s}s"
             ) from None
         return response
+
+
+def _storage_error(failed: Sequence[str]) -> KafkaStorageError:
+    """The error naming the first five partitions whose log could not be opened, and why."""
+    more = f" (and {len(failed) - 5} more)" if len(failed) > 5 else ""
+    return KafkaStorageError(
+        "KAFKA_STORAGE_ERROR: cannot open the log of " + "; ".join(failed[:5]) + more
+    )
 
 
 def _url_host(host: str) -> str:

@@ -35,7 +35,7 @@ def load_partition(log: Log | None) -> tuple[OffsetsReplay, str]:
                 replay.replay(records, producer_id=batch.producer_id)
             else:
                 replay.replay(records)
-    except StorageError as failure:  # a log that cannot be read: serve what was read
+    except (StorageError, OSError) as failure:  # cannot be read (EMFILE...): serve what was
         error = repr(failure)
     return replay, error
 

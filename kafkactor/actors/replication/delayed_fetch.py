@@ -8,6 +8,7 @@ from dataclasses import replace
 from kafkactor.actors.purgatory import PurgatoryActor, RequestOperation
 from kafkactor.actors.replication.list_offsets import READ_COMMITTED
 from kafkactor.actors.replication.request_log import log_fetch_response
+from kafkactor.actors.replication.storage_failures import StorageFailure, log_storage_error
 from kafkactor.common import LogOffsetMetadata, TopicPartition
 from kafkactor.messages import ErrorCode
 from kafkactor.messages.offsets import (
@@ -97,7 +98,7 @@ class DelayedFetch(RequestOperation):
             return None
         try:
             metadata = log.offset_metadata(offset)
-        except StorageError:
+        except (StorageError, OSError):  # answered at once: the read says what failed
             return None
         position = LogOffsetMetadata(
             offset=metadata.offset,
@@ -164,8 +165,11 @@ class DelayedFetch(RequestOperation):
                 last_stable_offset=snapshot.stable_end.offset if snapshot else -1,
             )
 
-        if snapshot is None or not snapshot.exists or log is None:
-            return failed(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        offline = key in self.spec.offline  # its log could not be opened (Kafka's Offline)
+        if offline or snapshot is None or not snapshot.exists or log is None:
+            return failed(
+                ErrorCode.KAFKA_STORAGE_ERROR if offline else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            )
         leader_error = (
             ErrorCode.NOT_LEADER_FOR_PARTITION
             if not snapshot.is_leader
@@ -205,7 +209,15 @@ class DelayedFetch(RequestOperation):
             )
         except LogClosedError:
             return failed(ErrorCode.NOT_LEADER_FOR_PARTITION)
-        except StorageError:
+        except (StorageError, OSError) as error:  # a file it could not open or read (EMFILE)
+            log_storage_error(
+                self.actor,
+                "partition.storage_error",
+                topic=wanted.topic,
+                partition=wanted.partition,
+                failure=StorageFailure.of(error),
+                operation="read",
+            )
             return failed(ErrorCode.KAFKA_STORAGE_ERROR)
         return FetchPartitionData(
             topic=wanted.topic,

@@ -25,10 +25,11 @@ from kafkactor.actors.replication.epoch_truncation import truncation_point
 from kafkactor.actors.replication.high_watermarks import HighWatermarks
 from kafkactor.actors.replication.partition import PartitionState, PendingIsrChange
 from kafkactor.actors.replication.request_log import log_produce_response
+from kafkactor.actors.replication.storage_failures import StorageFailure, log_storage_error
 from kafkactor.actors.runtime import Directory, TracedActor, handles
 from kafkactor.common import LogOffsetMetadata, PartitionLeaderState, TopicPartition
 from kafkactor.kafka_uuid import uuid_from_string, uuid_to_string
-from kafkactor.messages import ErrorCode
+from kafkactor.messages import ErrorCode, ErrorResponse, Request
 from kafkactor.messages.config import UpdateLogConfig
 from kafkactor.messages.offsets import (
     EpochEndOffset,
@@ -215,6 +216,9 @@ class PartitionActor(TracedActor):
         previous_log_end = self.log.log_end_offset
         try:
             info = self.log.append_as_leader(records, state.leader_epoch, origin=origin)
+        except OSError as failure:  # a file it could not open or write: nothing acknowledged
+            why = self._storage_failed("append", failure)
+            return self._append_failed(request, ErrorCode.KAFKA_STORAGE_ERROR, why)
         except (StorageError, ValueError) as failure:
             return self._append_failed(request, storage_error_code(failure), str(failure), failure)
         log_end = info.last_offset + 1
@@ -420,6 +424,9 @@ class PartitionActor(TracedActor):
         try:
             if request.records:
                 self.log.append_as_follower(request.records)
+        except OSError as failure:
+            error = ErrorCode.KAFKA_STORAGE_ERROR
+            reason = self._storage_failed("follower_append", failure)
         except (StorageError, ValueError) as failure:
             error, reason = storage_error_code(failure), str(failure)
         log_end = self.log.log_end_offset
@@ -477,6 +484,9 @@ class PartitionActor(TracedActor):
                     self._truncate_fully_and_start_at(request.start_at)
                 elif request.epoch_end is not None:
                     completed = self._truncate_to_epoch_end(request.epoch_end)
+            except OSError as failure:
+                error = ErrorCode.KAFKA_STORAGE_ERROR
+                reason = self._storage_failed("truncate", failure)
             except StorageError as failure:
                 error, reason = storage_error_code(failure), str(failure)
         self.reply(
@@ -564,8 +574,9 @@ class PartitionActor(TracedActor):
         if request.topic_id:  # KIP-516: checked before the epochs, as Kafka 2.8 does
             try:
                 consistent = self._check_or_set_topic_id(request.topic_id)
-            except OSError:  # partition.metadata not written: Kafka's KafkaStorageException
-                self.reply(request, self._applied(ErrorCode.KAFKA_STORAGE_ERROR))
+            except OSError as failure:  # partition.metadata not written: KafkaStorageException
+                why = self._storage_failed("become", failure)
+                self.reply(request, self._applied(ErrorCode.KAFKA_STORAGE_ERROR, message=why))
                 return
             if not consistent:
                 self.reply(request, self._applied(ErrorCode.INCONSISTENT_TOPIC_ID))
@@ -577,10 +588,16 @@ class PartitionActor(TracedActor):
         was_leader = state.is_leader
         truncate = False
         if decision.leader == self.broker:
-            state.make_leader(decision, self.clock.now_ms(), self.log.log_end_offset)
             # the new epoch starts at the log end now, so a follower asking for its end learns
-            # where this leader's log took over (Kafka 2.1+)
-            self.log.assign_leader_epoch(decision.leader_epoch)
+            # where this leader's log took over (Kafka 2.1+); first, so a leader-epoch file
+            # that cannot be written leaves the replica as it was
+            try:
+                self.log.assign_leader_epoch(decision.leader_epoch)
+            except OSError as failure:
+                why = self._storage_failed("become", failure)
+                self.reply(request, self._applied(ErrorCode.KAFKA_STORAGE_ERROR, message=why))
+                return
+            state.make_leader(decision, self.clock.now_ms(), self.log.log_end_offset)
             event = "partition.become_leader"
         else:
             # No truncation here: a follower of a new leader asks it where its epochs end
@@ -607,6 +624,33 @@ class PartitionActor(TracedActor):
         self._publish(LeadershipChanged, hw_moved=True, to_produce=True)
         self.reply(request, self._applied(ErrorCode.NONE, truncate=truncate))
 
+    def _storage_failed(self, operation: str, error: OSError) -> str:
+        """An error event: the log's files failed `operation` (EMFILE, ENOSPC, ...); the
+        request is answered KAFKA_STORAGE_ERROR and the actor goes on. Returns why, in a
+        line (`EMFILE (Too many open files): <file>`)."""
+        failure = StorageFailure.of(error)
+        log_storage_error(
+            self,
+            "partition.storage_error",
+            topic=self.state.topic,
+            partition=self.state.partition,
+            failure=failure,
+            operation=operation,
+        )
+        return failure.describe()
+
+    def _handler_failed(self, payload: Any, error: Exception) -> None:
+        """An OSError no handler expected (a file of the log that could not be opened while
+        answering) is Kafka's KafkaStorageException too: the request is answered
+        KAFKA_STORAGE_ERROR, with the event naming its type, rather than UNKNOWN_SERVER_ERROR."""
+        if isinstance(error, OSError) and isinstance(payload, Request) and payload.reply_to:
+            why = self._storage_failed(type(payload).__name__, error)
+            self.reply(
+                payload, ErrorResponse(error_code=ErrorCode.KAFKA_STORAGE_ERROR, message=why)
+            )
+            return
+        super()._handler_failed(payload, error)
+
     def _check_or_set_topic_id(self, topic_id: str) -> bool:
         """Kafka 2.8's `checkOrSetTopicId`: the log's directory records `topic_id` (written now
         if it recorded none), or another topic's (a stale log of a deleted topic of this name:
@@ -629,8 +673,11 @@ class PartitionActor(TracedActor):
         )
         return False
 
-    def _applied(self, error: ErrorCode, *, truncate: bool = False) -> PartitionStateApplied:
+    def _applied(
+        self, error: ErrorCode, *, truncate: bool = False, message: str = ""
+    ) -> PartitionStateApplied:
         return PartitionStateApplied(
+            message=message,
             topic=self.state.topic,
             partition=self.state.partition,
             error_code=error,

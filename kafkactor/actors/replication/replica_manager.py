@@ -37,6 +37,11 @@ from kafkactor.actors.replication.request_log import (
     log_produce_response,
 )
 from kafkactor.actors.replication.scatter_gather import ScatterGather
+from kafkactor.actors.replication.storage_failures import (
+    OfflinePartitions,
+    StorageFailure,
+    log_storage_error,
+)
 from kafkactor.actors.replication.topic_purgatory import topic_changes
 from kafkactor.actors.replication.txn_markers import (
     marker_waits,
@@ -190,6 +195,7 @@ class ReplicaManagerActor(TracedActor):
             send=self.send,
         )
         self.metadata_cache = MetadataCache()
+        self.offline = OfflinePartitions()  # logs that failed to open: KAFKA_STORAGE_ERROR
         self._offsets_partitions_told: frozenset[int] = frozenset()
         self._topics_told: dict[str, frozenset[int]] = {}  # the topic purgatory's view
         self._fan_outs = ScatterGather()
@@ -378,6 +384,8 @@ class ReplicaManagerActor(TracedActor):
     ) -> ErrorCode:
         """NONE when this broker leads the partition (in `current_leader_epoch`, when the
         caller names one: an older one is FENCED_LEADER_EPOCH, a newer UNKNOWN_LEADER_EPOCH)."""
+        if self.offline and f"{topic}-{partition}" in self.offline:
+            return ErrorCode.KAFKA_STORAGE_ERROR  # Kafka's HostedPartition.Offline
         if replica is not None and replica.is_leader:
             if current_leader_epoch < 0 or current_leader_epoch == replica.leader_epoch:
                 return ErrorCode.NONE
@@ -427,6 +435,8 @@ class ReplicaManagerActor(TracedActor):
         is UNKNOWN_TOPIC_OR_PARTITION (Kafka's `getMagic` finds no log), a follower's
         NOT_LEADER_FOR_PARTITION."""
         replica = self.replicas.get(f"{topic}-{partition}")
+        if f"{topic}-{partition}" in self.offline:
+            return None, ErrorCode.KAFKA_STORAGE_ERROR
         if replica is None:
             return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         if not replica.is_leader or replica.stopped:
@@ -482,6 +492,13 @@ class ReplicaManagerActor(TracedActor):
                     max_bytes=request.max_bytes,
                     received_ms=received_ms,
                     isolation_level=request.isolation_level,
+                    offline=tuple(
+                        key
+                        for p in request.partitions
+                        if (key := str(TopicPartition.of(p))) in self.offline
+                    )
+                    if self.offline
+                    else (),
                 ),
                 keys=tuple(str(TopicPartition.of(p)) for p in request.partitions),
                 timeout_ms=max(0, request.max_wait_ms),
@@ -718,7 +735,10 @@ class ReplicaManagerActor(TracedActor):
             if self.broker_id not in state.replicas:
                 errors[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            replica = self._replica(state.topic, state.partition)
+            replica = self._open_replica(state)
+            if replica is None:  # its log could not be opened: Kafka's KafkaStorageException
+                errors[key] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
             if state.leader == self.broker_id:
                 self.fetcher_manager.remove(TopicPartition.of(state))  # a leader stops fetching
                 if state.topic == OFFSETS_TOPIC:
@@ -768,9 +788,12 @@ class ReplicaManagerActor(TracedActor):
                 self._close_load_window(state, leads=replica.is_leader)
                 continue
             errors[key] = response.error_code
+            if response.error_code is ErrorCode.KAFKA_STORAGE_ERROR:  # markPartitionOffline
+                self.offline.hold(key, StorageFailure("", response.message or "storage error"))
             if response.error_code is not ErrorCode.NONE:
                 self._close_load_window(state, leads=response.is_leader)
                 continue
+            self.offline.clear(key)
             if state.leader_epoch < replica.leader_epoch:
                 # A newer LeaderAndIsr for this partition finished its fan-out first (it had
                 # fewer partitions to wait for): this older decision must not undo its fetcher.
@@ -857,6 +880,32 @@ class ReplicaManagerActor(TracedActor):
         if self.directory.resolve(address) is not None:
             self.send(address, message)
 
+    def _open_replica(self, state: PartitionLeaderState) -> LocalReplica | None:
+        """The replica a LeaderAndIsr names, or None when its log cannot be opened or created
+        (an OSError: EMFILE when the broker is out of file descriptors, ENOSPC, ...). Then the
+        partition is offline here, with an error event saying why, and this actor goes on with
+        the others (Kafka's makeLeaders/makeFollowers and `markPartitionOffline`); a later
+        LeaderAndIsr tries again."""
+        key = str(TopicPartition.of(state))
+        new = key not in self.replicas
+        try:
+            replica = self._replica(state.topic, state.partition)
+        except (OSError, StorageError) as error:
+            failure = self.offline.mark(key, error)
+            log_storage_error(
+                self,
+                "replica_manager.log_failed",
+                topic=state.topic,
+                partition=state.partition,
+                failure=failure,
+                leader=state.leader,
+                leader_epoch=state.leader_epoch,
+            )
+            return None
+        if new:  # its log opens after all: whether it is online again, its answer says
+            self.offline.clear(key)
+        return replica
+
     def _replica(self, topic: str, partition: int) -> LocalReplica:
         """The local replica's actor (started on first use) with its log (opened or created)."""
         tp = TopicPartition(topic=topic, partition=partition)
@@ -911,6 +960,7 @@ class ReplicaManagerActor(TracedActor):
         stopping: dict[str, LocalReplica] = {}
         for ref in request.partitions:
             key = str(TopicPartition.of(ref))
+            self.offline.clear(key)  # stopped: nothing to answer KAFKA_STORAGE_ERROR for
             replica = self.replicas.get(key)
             if replica is None:
                 continue
@@ -1062,10 +1112,16 @@ class ReplicaManagerActor(TracedActor):
 
     # -- introspection for tests and tools ---------------------------------------------------------
 
+    def offline_partitions(self) -> dict[str, str]:
+        """The partitions whose log could not be opened here (`topic-partition`), each with
+        why: what `Cluster.create_topic` names instead of waiting for them."""
+        return self.offline.describe()
+
     def describe(self) -> dict[str, Any]:
         return {
             "controller_epoch": self.controller_epoch,
             "leaders": sorted(k for k, r in self.replicas.items() if r.is_leader),
             "followers": sorted(k for k, r in self.replicas.items() if not r.is_leader),
             "fetchers": sorted(self.fetcher_manager.fetchers),
+            "offline": self.offline.describe(),
         }

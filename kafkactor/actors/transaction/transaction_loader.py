@@ -51,7 +51,7 @@ def load_partition(log: Log | None) -> tuple[TxnLogReplay, str]:
                 replay.records.append((decode_key(key), decode_value(value)))
             except TransactionLogError:
                 replay.corrupt += 1
-    except StorageError as failure:
+    except (StorageError, OSError) as failure:  # a file it could not open or read (EMFILE)
         return replay, repr(failure)
     return replay, ""
 
