@@ -52,9 +52,17 @@ class DelayedFetch(RequestOperation):
         self.spec = spec
         self.snapshots: dict[str, PartitionSnapshot] = getattr(actor, "snapshots", {})
         self.logs: Mapping[str, Log] = getattr(actor, "logs", {})
+        # key -> (snapshot, the answer with nothing to read it gave): shared by the actor's
+        # fetches, so that a partition idle for many fetches builds its answer once
+        self.idle_answers: dict[str, tuple[PartitionSnapshot, FetchPartitionData]] = getattr(
+            actor, "idle_answers", {}
+        )
         self.from_consumer = spec.replica_id == CONSUMER_REPLICA_ID
         self.read_committed = self.from_consumer and spec.isolation_level == READ_COMMITTED
-        self.keys = [str(TopicPartition.of(p)) for p in spec.partitions]
+        keys = request.keys  # the replica manager's: each partition's str(tp), in order
+        if len(keys) != len(spec.partitions):
+            keys = tuple(str(TopicPartition.of(p)) for p in spec.partitions)
+        self.keys = keys
         self._fetch_positions: dict[str, LogOffsetMetadata] = {}
 
     def _readable_end(self, snapshot: PartitionSnapshot) -> LogOffsetMetadata:
@@ -118,7 +126,9 @@ class DelayedFetch(RequestOperation):
         read: list[FetchPartitionData] = []
         for key, wanted in zip(self.keys, self.spec.partitions, strict=True):
             whole = left >= wanted.max_bytes or left == self.spec.max_bytes
-            data = self._read(key, wanted, budget=left, first=whole)
+            data = self._nothing_new(key, wanted) or self._read(
+                key, wanted, budget=left, first=whole
+            )
             left = max(0, left - len(data.records))
             read.append(data)
         partitions = tuple(read)
@@ -230,6 +240,36 @@ class DelayedFetch(RequestOperation):
             last_stable_offset=snapshot.stable_end.offset,
             aborted_transactions=aborted,
         )
+
+    def _nothing_new(self, key: str, wanted: FetchPartition) -> FetchPartitionData | None:
+        """The answer of a partition this leader leads, fetched at its readable end (an idle
+        follower's fetch at the log end, a consumer's at the HW): no records, the snapshot's
+        offsets, without reading the log; the answer built for the same snapshot before, if
+        any (answers are immutable). None when the fetch is anything else: `_read` answers."""
+        snapshot = self.snapshots.get(key)
+        if (
+            snapshot is None
+            or not snapshot.exists
+            or not snapshot.is_leader
+            or key not in self.logs
+            or _epoch_error(wanted, snapshot) is not None
+            or wanted.fetch_offset != self._readable_end(snapshot).offset
+        ):
+            return None
+        cached = self.idle_answers.get(key)
+        if cached is not None and cached[0] is snapshot:
+            return cached[1]
+        data = FetchPartitionData(
+            topic=wanted.topic,
+            partition=wanted.partition,
+            error_code=ErrorCode.NONE,
+            high_watermark=snapshot.high_watermark.offset,
+            log_end_offset=snapshot.log_end.offset,
+            log_start_offset=snapshot.log_start_offset,
+            last_stable_offset=snapshot.stable_end.offset,
+        )
+        self.idle_answers[key] = (snapshot, data)
+        return data
 
 
 def _next_offset(records: bytes) -> int:

@@ -18,6 +18,7 @@ from kafkactor.messages.offsets import (
 )
 from kafkactor.messages.replication import (
     FetcherPartition,
+    FetchPartition,
     FetchPartitionData,
 )
 
@@ -45,6 +46,31 @@ class PartitionFetchState:
     early_retries: int = 0  # epoch questions retried soon since the leader last answered
     log_start_offset: int = -1  # the follower's, which each fetch tells the leader
     leader_log_start_offset: int = -1  # the leader's, as its last fetch answer said
+    # the part of a fetch request last built for it, sent again while it still says the same
+    request: FetchPartition | None = None
+
+    def fetch_partition(self, max_bytes: int) -> FetchPartition:
+        """Its part of the next fetch request: the fetch offset, the leader epoch it follows
+        (KIP-320: a fetch sent before a newer epoch is fenced, and so cannot put this replica
+        back in an ISR the controller just took it out of) and its log start (the leader's
+        low watermark needs it). An idle partition's part is the same message every time."""
+        request = self.request
+        if (
+            request is None
+            or request.fetch_offset != self.fetch_offset
+            or request.current_leader_epoch != self.leader_epoch
+            or request.log_start_offset != self.log_start_offset
+            or request.max_bytes != max_bytes
+        ):
+            request = self.request = FetchPartition(
+                topic=self.topic_partition.topic,
+                partition=self.topic_partition.partition,
+                fetch_offset=self.fetch_offset,
+                max_bytes=max_bytes,
+                current_leader_epoch=self.leader_epoch,
+                log_start_offset=self.log_start_offset,
+            )
+        return request
 
     @property
     def topic(self) -> str:

@@ -24,6 +24,7 @@ class HighWatermarks:
         self._lock = threading.Lock()
         self._offsets: dict[TopicPartition, int] = {}
         self._loaded: dict[TopicPartition, int] = {}
+        self._written: dict[TopicPartition, int] | None = None  # the file's content, as written
 
     def load(self) -> dict[TopicPartition, int]:
         """Read the checkpoint (empty when there is none); `initial` answers from it."""
@@ -51,8 +52,15 @@ class HighWatermarks:
     def checkpoint(self) -> dict[TopicPartition, int]:
         """Write every known HW (atomically: temp file, fsync, rename); returns what it wrote.
 
-        Replicas loaded from the file but not yet served keep their checkpointed value."""
+        Replicas loaded from the file but not yet served keep their checkpointed value. When
+        nothing changed since this book's last write the file already says it, and is not
+        written again: an idle broker leading thousands of partitions would otherwise rewrite
+        and fsync the same file every `replica.high.watermark.checkpoint.interval.ms` (Kafka
+        writes it each time)."""
         with self._lock:
             offsets = {**self._loaded, **self._offsets}
+        if offsets == self._written:
+            return offsets
         self._checkpoint.write(offsets)
+        self._written = offsets
         return offsets

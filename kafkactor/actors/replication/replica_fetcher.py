@@ -26,7 +26,6 @@ from kafkactor.messages.partition import (
 from kafkactor.messages.replication import (
     AddFetcherPartitions,
     FetchAgain,
-    FetchPartition,
     FetchRequest,
     FetchResponse,
     FetchTimedOut,
@@ -148,19 +147,7 @@ class ReplicaFetcherActor(TracedActor):
                 replica_id=self.broker_id,
                 max_wait_ms=self.config.replica_fetch_wait_max_ms,
                 min_bytes=self.config.replica_fetch_min_bytes,
-                partitions=tuple(
-                    FetchPartition(
-                        topic=s.topic,
-                        partition=s.partition,
-                        fetch_offset=s.fetch_offset,
-                        max_bytes=max_bytes,
-                        # KIP-320: a fetch sent before a newer epoch is fenced, and so cannot
-                        # put this replica back in an ISR the controller just took it out of
-                        current_leader_epoch=s.leader_epoch,
-                        log_start_offset=s.log_start_offset,  # the leader's low watermark
-                    )
-                    for s in states
-                ),
+                partitions=tuple(s.fetch_partition(max_bytes) for s in states),
             ),
         )
 

@@ -466,9 +466,10 @@ class ReplicaManagerActor(TracedActor):
                 ),
             )
             return
+        keys = tuple(f"{p.topic}-{p.partition}" for p in request.partitions)  # str(tp)
         if request.replica_id >= 0:  # a follower: its fetch offset is its log end
-            for part in request.partitions:
-                replica = self.replicas.get(str(TopicPartition.of(part)))
+            for key, part in zip(keys, request.partitions, strict=True):
+                replica = self.replicas.get(key)
                 # a fetch in an older (or not yet known) leader epoch moves nothing: it is
                 # answered FENCED_LEADER_EPOCH (UNKNOWN_LEADER_EPOCH) by the purgatory (KIP-320)
                 if (
@@ -500,7 +501,7 @@ class ReplicaManagerActor(TracedActor):
                     if self.offline
                     else (),
                 ),
-                keys=tuple(str(TopicPartition.of(p)) for p in request.partitions),
+                keys=keys,
                 timeout_ms=max(0, request.max_wait_ms),
             ),
         )

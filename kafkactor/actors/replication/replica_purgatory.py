@@ -14,6 +14,7 @@ from kafkactor.actors.replication.delayed_produce import DelayedProduce
 from kafkactor.actors.runtime import Directory, handles
 from kafkactor.messages.delete_records import DeleteRecordsSpec
 from kafkactor.messages.replication import (
+    FetchPartitionData,
     FetchSpec,
     HighWatermarkAdvanced,
     LeadershipChanged,
@@ -99,6 +100,8 @@ class ReplicaPurgatoryActor(PurgatoryActor):
             address, directory, timer, clock, broker, name=name, purge_interval=purge_interval
         )
         self.snapshots: dict[str, PartitionSnapshot] = {}
+        # DelayedFetch's answers with nothing to read, by partition, with their snapshot
+        self.idle_answers: dict[str, tuple[PartitionSnapshot, FetchPartitionData]] = {}
         self.logs: Mapping[str, Log] = logs if logs is not None else {}
 
     @handles(PartitionSnapshot)
