@@ -32,8 +32,8 @@ from kafkactor.storage import (
 )
 from kafkactor.storage.segment import segment_file_name
 from kafkactor.timer import ManualClock, Scheduler
-from kafkactor.timer.scheduler import ScheduledTask
 from tests.replication.support import EventLog, captured_events
+from tests.storage.held_scheduler import HeldScheduler
 
 TS = 1_700_000_000_000
 SMALL = LogConfig(segment_bytes=4096, index_interval_bytes=100)
@@ -517,30 +517,6 @@ def test_an_epoch_assigned_without_records_is_gone_after_a_restart(
 
 # --------------------------------------------------------------------------------------------
 # Power loss
-
-
-class HeldScheduler(Scheduler):
-    """A scheduler whose tasks never run: a roll's background flush that has not happened yet."""
-
-    def __init__(self) -> None:
-        super().__init__(ManualClock(0))
-        self.held: list[str] = []
-
-    @property
-    def is_started(self) -> bool:
-        return True
-
-    def schedule(
-        self,
-        name: str,
-        fn: Callable[[], object],
-        delay_ms: int = 0,
-        period_ms: int | None = None,
-    ) -> ScheduledTask:
-        self.held.append(name)
-        return ScheduledTask(
-            self, name=name, fn=fn, delay_ms=delay_ms, period_ms=period_ms, due_ms=0
-        )
 
 
 def test_a_power_loss_loses_what_was_not_flushed(opened: Callable[..., Log], log_dir: Path) -> None:

@@ -4,7 +4,6 @@ records its topic's id once and refuses another."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,8 +17,7 @@ from kafkactor.storage import (
 )
 from kafkactor.storage.partition_metadata import format_partition_metadata
 from kafkactor.storage.records import Record
-from kafkactor.timer import ManualClock
-from kafkactor.timer.scheduler import ScheduledTask, Scheduler
+from tests.storage.held_scheduler import HeldScheduler
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -116,37 +114,6 @@ def test_ids_are_compared_as_uuids(tmp_path: Path) -> None:
     assert log.check_or_set_topic_id(uuid.UUID(bytes=TOPIC_ID.bytes))
     assert log.topic_id == TOPIC_ID
     log.close()
-
-
-class HeldScheduler(Scheduler):
-    """A started scheduler whose tasks run only when the test says (`run_held`)."""
-
-    def __init__(self) -> None:
-        super().__init__(ManualClock(0))
-        self.held: list[ScheduledTask] = []
-
-    @property
-    def is_started(self) -> bool:
-        return True
-
-    def schedule(
-        self,
-        name: str,
-        fn: Callable[[], object],
-        delay_ms: int = 0,
-        period_ms: int | None = None,
-    ) -> ScheduledTask:
-        task = ScheduledTask(
-            self, name=name, fn=fn, delay_ms=delay_ms, period_ms=period_ms, due_ms=0
-        )
-        self.held.append(task)
-        return task
-
-    def run_held(self) -> list[str]:
-        ran, self.held = self.held, []
-        for task in ran:
-            task.fn()
-        return [task.name for task in ran]
 
 
 def test_a_topic_id_is_written_off_the_callers_path_and_before_any_record(
