@@ -14,6 +14,7 @@ from kafkactor import tracing
 from kafkactor.actors.runtime.directory import Directory, mark_actor_thread
 from kafkactor.actors.runtime.dispatcher import DispatchedInbox, Dispatcher
 from kafkactor.actors.runtime.hops import log_recv, log_send, new_envelope, travels_bare
+from kafkactor.actors.runtime.registry import install as _install_registry
 from kafkactor.messages import Envelope, ErrorCode, ErrorResponse, Request, Response
 from kafkactor.timer import Clock, SystemClock
 
@@ -21,6 +22,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 A = TypeVar("A", bound="TracedActor")
 
 _log = tracing.get_logger("kafkactor.actor")
+
+_install_registry()  # Pykka's registry, O(1) per actor started or stopped (registry.py)
 
 
 def handles(*message_types: type[Any]) -> Callable[[F], F]:
