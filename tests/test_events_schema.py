@@ -158,6 +158,7 @@ MUST_SEE = frozenset(
 
 # Event types the schema names that this run does not produce, and why.
 NOT_EXERCISED = {
+    "broker.stop_timeout": "needs a slow actor (tests/replication/test_stop_timeout.py)",
     "replica_manager.log_failed": (
         "needs a log that cannot be created (tests/actors/replication/test_storage_errors.py)"
     ),

@@ -391,13 +391,16 @@ class Broker:
         if self.security is not None:
             self.security.stop()
         self.timer.shutdown()  # the Reaper's wait ends at once
-        if self.refs and self.zookeeper is not None:  # the controller first: it stops acting
-            controller = self.refs.pop()
-            if controller.is_alive():
-                controller.stop(block=True, timeout=STOP_TIMEOUT_S)
-        for ref in reversed(self.refs):  # replica manager first: it stops its partitions
-            if ref.is_alive():
-                ref.stop(block=True, timeout=STOP_TIMEOUT_S)
+        # controller first, then replica manager (stops its partitions); a slow one is left
+        for ref in [*self.refs[-1:], *self.refs[-2::-1]] if self.zookeeper else self.refs[::-1]:
+            try:
+                if ref.is_alive():
+                    ref.stop(block=True, timeout=STOP_TIMEOUT_S)
+            except pykka.Timeout:
+                name, waited = ref.actor_class.__name__, STOP_TIMEOUT_S
+                _log.warning(
+                    "broker.stop_timeout", broker=self.broker_id, actor=name, timeout_s=waited
+                )
         self.refs = []
         if self.dispatcher is not None:  # its actors have stopped
             self.dispatcher.shutdown(STOP_TIMEOUT_S)
