@@ -157,19 +157,6 @@ class Harness:
         return response
 
 
-@pytest.fixture
-def logs() -> Iterator[dict[str, Log]]:
-    opened: dict[str, Log] = {}
-    yield opened
-    for log in opened.values():
-        log.close()
-
-
-@pytest.fixture
-def h(logs: dict[str, Log]) -> Harness:
-    return Harness(logs)
-
-
 def position(
     offset: int, segment_base_offset: int = 0, byte_position: int = 0
 ) -> LogOffsetMetadata:

@@ -11,7 +11,6 @@ Driven without running actors, on a ManualClock (see test_delayed's Harness).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,19 +38,6 @@ from tests.actors.replication.test_delayed import (
 )
 
 pytestmark = pytest.mark.timeout(20)
-
-
-@pytest.fixture
-def logs() -> Iterator[dict[str, Log]]:
-    opened: dict[str, Log] = {}
-    yield opened
-    for log in opened.values():
-        log.close()
-
-
-@pytest.fixture
-def h(logs: dict[str, Log]) -> Harness:
-    return Harness(logs)
 
 
 def expire_fetch(
