@@ -391,8 +391,8 @@ class Broker:
         if self.security is not None:
             self.security.stop()
         self.timer.shutdown()  # the Reaper's wait ends at once
-        # controller first, then replica manager (stops its partitions); a slow one is left
-        for ref in [*self.refs[-1:], *self.refs[-2::-1]] if self.zookeeper else self.refs[::-1]:
+        # newest first: the controller (stops acting) ... the replica manager; a slow one is left
+        for ref in reversed(self.refs):
             try:
                 if ref.is_alive():
                     ref.stop(block=True, timeout=STOP_TIMEOUT_S)
