@@ -195,11 +195,6 @@ class AbstractIndex(ABC):
         """True once ``close`` or ``delete`` has released the file."""
         return self._fd is None and not self._deferred
 
-    @property
-    def deferred(self) -> bool:
-        """True while the file is not created yet (``defer_create``, no entry written)."""
-        return self._deferred
-
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(path={str(self.path)!r}, base_offset={self.base_offset}, "

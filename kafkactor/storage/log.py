@@ -551,11 +551,15 @@ class Log:
         old.trim_index()
         # Kafka flushes the finished segment right after a roll, asynchronously: an append must
         # not wait for an fsync. Without a scheduler the flush happens here.
-        if self._scheduler is not None and self._scheduler.is_started:
-            self._scheduler.schedule("flush-log", lambda: self._flush_quietly(base_offset))
-        else:
-            self.flush(base_offset)
+        self._in_background("flush-log", lambda: self._flush_quietly(base_offset))
         return new
+
+    def _in_background(self, name: str, task: Callable[[], None]) -> None:
+        """Run `task` on the scheduler (named `name`), or here when there is none running."""
+        if self._scheduler is not None and self._scheduler.is_started:
+            self._scheduler.schedule(name, task)
+        else:
+            task()
 
     def _flush_quietly(self, offset: int) -> None:
         with contextlib.suppress(LogClosedError):
@@ -864,10 +868,7 @@ class Log:
         with self._lock:
             if self.topic_id is None:
                 self.topic_id = self._unflushed_topic_id = topic_id
-                if self._scheduler is not None and self._scheduler.is_started:
-                    self._scheduler.schedule("flush-metadata-file", self._maybe_flush_metadata_file)
-                else:
-                    self._maybe_flush_metadata_file()
+                self._in_background("flush-metadata-file", self._maybe_flush_metadata_file)
             return self.topic_id == topic_id
 
     def _maybe_flush_metadata_file(self) -> None:

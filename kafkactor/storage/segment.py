@@ -228,11 +228,6 @@ class LogSegment:
         return fd
 
     @property
-    def files_created(self) -> bool:
-        """False while the segment defers creating its files (an empty new log's)."""
-        return self._log_fd is not None
-
-    @property
     def index_existed(self) -> bool:
         """Whether the index file was already there when the segment was opened."""
         return self._index_existed
@@ -371,11 +366,9 @@ class LogSegment:
         """
         if self._log_fd is None:
             return []  # nothing written: no file to sync
-        fds = [os.dup(self._log_fd)]
+        fds = [os.dup(self._log_fd), self.index.dup_fd()]  # the indexes come with the log file
         try:
-            for index in (self.index, self.time_index):
-                if not index.deferred:
-                    fds.append(index.dup_fd())
+            fds.append(self.time_index.dup_fd())
             txn_fd = self.txn_index.dup_fd()
             if txn_fd is not None:
                 fds.append(txn_fd)
@@ -604,7 +597,7 @@ class LogSegment:
 
     def _append_largest_timestamp(self) -> None:
         # Into the slot the time index keeps for it; a no-op when the last entry has it already.
-        if self._max is not None and not (self._max.timestamp < 0 and self.time_index.deferred):
+        if self._max is not None and self._log_fd is not None:  # no file yet: nothing written
             self.time_index.maybe_append(
                 self._max.timestamp, self._max.offset, skip_full_check=True
             )
