@@ -165,15 +165,7 @@ class DelayedFetch(RequestOperation):
         log = self.logs.get(key)
 
         def failed(error: ErrorCode) -> FetchPartitionData:
-            return FetchPartitionData(
-                topic=wanted.topic,
-                partition=wanted.partition,
-                error_code=error,
-                high_watermark=snapshot.high_watermark.offset if snapshot else -1,
-                log_end_offset=snapshot.log_end.offset if snapshot else -1,
-                log_start_offset=snapshot.log_start_offset if snapshot else -1,
-                last_stable_offset=snapshot.stable_end.offset if snapshot else -1,
-            )
+            return _answer(wanted, snapshot, error)
 
         offline = key in self.spec.offline  # its log could not be opened (Kafka's Offline)
         if offline or snapshot is None or not snapshot.exists or log is None:
@@ -229,17 +221,7 @@ class DelayedFetch(RequestOperation):
                 operation="read",
             )
             return failed(ErrorCode.KAFKA_STORAGE_ERROR)
-        return FetchPartitionData(
-            topic=wanted.topic,
-            partition=wanted.partition,
-            error_code=ErrorCode.NONE,
-            high_watermark=snapshot.high_watermark.offset,
-            log_end_offset=snapshot.log_end.offset,
-            log_start_offset=snapshot.log_start_offset,
-            records=records,
-            last_stable_offset=snapshot.stable_end.offset,
-            aborted_transactions=aborted,
-        )
+        return _answer(wanted, snapshot, ErrorCode.NONE, records, aborted)
 
     def _nothing_new(self, key: str, wanted: FetchPartition) -> FetchPartitionData | None:
         """The answer of a partition this leader leads, fetched at its readable end (an idle
@@ -259,15 +241,7 @@ class DelayedFetch(RequestOperation):
         cached = self.idle_answers.get(key)
         if cached is not None and cached[0] is snapshot:
             return cached[1]
-        data = FetchPartitionData(
-            topic=wanted.topic,
-            partition=wanted.partition,
-            error_code=ErrorCode.NONE,
-            high_watermark=snapshot.high_watermark.offset,
-            log_end_offset=snapshot.log_end.offset,
-            log_start_offset=snapshot.log_start_offset,
-            last_stable_offset=snapshot.stable_end.offset,
-        )
+        data = _answer(wanted, snapshot, ErrorCode.NONE)
         self.idle_answers[key] = (snapshot, data)
         return data
 
@@ -281,6 +255,28 @@ def _next_offset(records: bytes) -> int:
         position += size
     (batch,) = iter_batches(memoryview(records)[last:position], verify_crc=False)
     return batch.last_offset + 1
+
+
+def _answer(
+    wanted: FetchPartition,
+    snapshot: PartitionSnapshot | None,
+    error: ErrorCode,
+    records: bytes = b"",
+    aborted: tuple[AbortedTransaction, ...] = (),
+) -> FetchPartitionData:
+    """A partition's fetch answer: `error`, the snapshot's offsets (-1 without one), and the
+    records read (with, read_committed, the aborted transactions they overlap)."""
+    return FetchPartitionData(
+        topic=wanted.topic,
+        partition=wanted.partition,
+        error_code=error,
+        high_watermark=snapshot.high_watermark.offset if snapshot else -1,
+        log_end_offset=snapshot.log_end.offset if snapshot else -1,
+        log_start_offset=snapshot.log_start_offset if snapshot else -1,
+        records=records,
+        last_stable_offset=snapshot.stable_end.offset if snapshot else -1,
+        aborted_transactions=aborted,
+    )
 
 
 def _epoch_error(wanted: FetchPartition, snapshot: PartitionSnapshot) -> ErrorCode | None:
